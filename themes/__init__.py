@@ -1,0 +1,1 @@
+"""Theme files for the Textual app (ship inside the package)."""

@@ -1,0 +1,1 @@
+"""Verifier: compile pool, isolated GPU workers, correctness checks, timing and guards."""
