@@ -1,0 +1,52 @@
+"""The verifier's executor interface: submit a candidate, get a verdict.
+
+Callers (the `eval` command, the search loop, the TUI) see only `Executor`; the local pool
+(workbench.gpu.pool) implements it for the GPUs of this machine, and a cluster engine can take
+its place later without touching them.
+"""
+from __future__ import annotations
+
+from concurrent.futures import Future
+from dataclasses import asdict, dataclass, field
+from typing import Protocol
+
+STATUSES = ("compile_error", "incorrect", "correct", "flagged", "timeout", "crashed",
+            "unverified")
+
+
+@dataclass
+class EvalSettings:
+    atol: float | None = None          # None: the problem's own tolerance
+    rtol: float | None = None
+    trials: int = 6                    # correctness trials, cycling over input distributions
+    time_budget_s: float = 4.0         # per-candidate timing budget (A/B loop)
+    target_rel_ci: float = 0.01        # stop when the 95% CI half-width <= this x median
+    compile_timeout_s: float = 300.0
+    run_timeout_s: float = 180.0       # GPU phase wall clock, after the worker holds its GPU
+    time_reference_compile: bool = True
+    no_gpu: bool = False               # compile + static guards only
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class EvalRequest:
+    problem_name: str
+    problem_source: str
+    candidate_source: str
+    atol: float                        # resolved tolerance (problem default or override)
+    rtol: float
+    flops: int | None
+    min_bytes: int
+    dtype: str = "float32"
+    settings: EvalSettings = field(default_factory=EvalSettings)
+    label: str = ""                    # shown in progress output (e.g. "kernel 42")
+
+
+class Executor(Protocol):
+    """Submit candidates; each future resolves to a verdict dict (see workbench.gpu.verdict)."""
+
+    def submit(self, request: EvalRequest) -> Future: ...
+
+    def shutdown(self, cancel: bool = False) -> None: ...

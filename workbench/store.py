@@ -1,0 +1,251 @@
+"""Everything the workbench does lives in SQLite (default ./kernels.db), through sqlite-utils.
+
+Schema changes are sqlite-utils `Migrations`: a database made by an older version upgrades in
+place when opened. WAL and foreign keys are set on every connection; each thread gets its own
+connection (sqlite3 objects must not cross threads).
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterator
+
+import sqlite_utils
+from sqlite_utils.migrations import Migrations
+
+DB_ENV = "KERNEL_WORKBENCH_DB"
+migrations = Migrations("kernel-workbench")
+
+IDEA_STATUSES = ("proposed", "approved", "edited", "vetoed", "implemented")
+EVAL_STATUSES = ("compile_error", "incorrect", "correct", "flagged", "timeout", "crashed",
+                 "unverified")
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def default_db_path() -> Path:
+    return Path(os.environ.get(DB_ENV) or "kernels.db")
+
+
+@migrations()
+def m001_core(db: sqlite_utils.Database) -> None:
+    db["problems"].create({
+        "id": int, "name": str, "path": str, "hash": str, "source": str, "family": str,
+        "dtype": str, "flops": int, "min_bytes": int, "atol": float, "rtol": float,
+        "created_at": str}, pk="id", not_null={"name", "hash", "source"})
+    db["problems"].create_index(["hash"], unique=True)
+    db["sessions"].create({
+        "id": int, "problem_id": int, "provider": str, "model": str, "base_url": str,
+        "settings": str, "status": str, "gpu": str, "driver": str, "torch_version": str,
+        "cuda_version": str, "started_at": str, "ended_at": str, "stop_reason": str},
+        pk="id", foreign_keys=[("problem_id", "problems", "id")], not_null={"problem_id"})
+    db["rounds"].create({
+        "id": int, "session_id": int, "n": int, "status": str, "started_at": str,
+        "ended_at": str}, pk="id", foreign_keys=[("session_id", "sessions", "id")],
+        not_null={"session_id", "n"})
+    db["rounds"].create_index(["session_id", "n"], unique=True)
+    db["kernels"].create({
+        "id": int, "problem_id": int, "session_id": int, "idea_id": int, "parent_id": int,
+        "source": str, "hash": str, "origin": str, "attempt": int, "pruned": int,
+        "pinned": int, "cleared": int, "created_at": str}, pk="id",
+        foreign_keys=[("problem_id", "problems", "id"), ("session_id", "sessions", "id"),
+                      ("parent_id", "kernels", "id")],
+        not_null={"problem_id", "source", "hash"}, defaults={"pruned": 0, "pinned": 0,
+                                                              "cleared": 0, "attempt": 0})
+    db["ideas"].create({
+        "id": int, "round_id": int, "seed_kernel_id": int, "text": str, "kind": str,
+        "author": str, "status": str, "created_at": str, "updated_at": str}, pk="id",
+        foreign_keys=[("round_id", "rounds", "id"), ("seed_kernel_id", "kernels", "id")],
+        not_null={"round_id", "text", "author", "status"})
+    # kernels.idea_id points at ideas, created after kernels: add the constraint now.
+    db["kernels"].add_foreign_key("idea_id", "ideas", "id")
+    db["builds"].create({
+        "id": int, "kernel_id": int, "ok": int, "seconds": float, "cache_hit": int,
+        "cache_key": str, "log": str, "created_at": str}, pk="id",
+        foreign_keys=[("kernel_id", "kernels", "id")], not_null={"kernel_id"})
+    db["evaluations"].create({
+        "id": int, "kernel_id": int, "build_id": int, "status": str, "gpu": str,
+        "trials": int, "atol": float, "rtol": float, "max_abs_err": float,
+        "max_rel_err": float, "trial_errors": str, "time_ms": float, "ci95_lo_ms": float,
+        "ci95_hi_ms": float, "samples": str, "ref_eager_ms": float, "ref_compile_ms": float,
+        "speedup_eager": float, "speedup_compile": float, "floor_ms": float, "flags": str,
+        "error": str, "verdict": str, "created_at": str}, pk="id",
+        foreign_keys=[("kernel_id", "kernels", "id"), ("build_id", "builds", "id")],
+        not_null={"kernel_id", "status"})
+    db["exports"].create({"id": int, "kernel_id": int, "path": str, "created_at": str},
+                         pk="id", foreign_keys=[("kernel_id", "kernels", "id")])
+    for table, cols in (("kernels", ["session_id"]), ("kernels", ["idea_id"]),
+                        ("ideas", ["round_id"]), ("evaluations", ["kernel_id"]),
+                        ("builds", ["kernel_id"])):
+        db[table].create_index(cols)
+
+
+@migrations()
+def m002_llm_calls(db: sqlite_utils.Database) -> None:
+    db["llm_calls"].create({
+        "id": int, "session_id": int, "round_id": int, "provider": str, "model": str,
+        "purpose": str, "prompt": str, "response": str, "tokens_in": int, "tokens_out": int,
+        "tokens_reasoning": int, "cost_usd": float, "latency_s": float, "error": str,
+        "created_at": str}, pk="id",
+        foreign_keys=[("session_id", "sessions", "id"), ("round_id", "rounds", "id")])
+    db["llm_calls"].create_index(["session_id"])
+    db["ideas"].add_column("llm_call_id", int, fk="llm_calls", fk_col="id")
+    db["kernels"].add_column("llm_call_id", int, fk="llm_calls", fk_col="id")
+
+
+def _connect(path: Path) -> sqlite_utils.Database:
+    db = sqlite_utils.Database(path)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA foreign_keys=ON")
+    db.execute("PRAGMA busy_timeout=10000")
+    return db
+
+
+class Store:
+    """The workbench database. Safe to share between threads: each gets its own connection."""
+
+    def __init__(self, path: str | Path | None = None, migrate: bool = True):
+        self.path = Path(path) if path is not None else default_db_path()
+        self._local = threading.local()
+        if migrate:
+            migrations.apply(self.db)
+
+    @property
+    def db(self) -> sqlite_utils.Database:
+        db = getattr(self._local, "db", None)
+        if db is None:
+            db = self._local.db = _connect(self.path)
+        return db
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite_utils.Database]:
+        """Writes that belong together: all land or none do."""
+        with self.db.atomic():
+            yield self.db
+
+    # -- generic helpers -------------------------------------------------------------------
+    def get(self, table: str, row_id: int) -> dict[str, Any]:
+        return self.db[table].get(row_id)
+
+    def rows(self, table: str, where: str | None = None, params: Any = None,
+             order_by: str = "id") -> list[dict[str, Any]]:
+        return list(self.db[table].rows_where(where, params or [], order_by=order_by))
+
+    def insert(self, table: str, row: dict[str, Any]) -> int:
+        row = {k: (json.dumps(v) if isinstance(v, (dict, list)) else v) for k, v in row.items()}
+        row.setdefault("created_at", now())
+        return self.db[table].insert(row).last_pk
+
+    def update(self, table: str, row_id: int, **fields: Any) -> None:
+        fields = {k: (json.dumps(v) if isinstance(v, (dict, list)) else v)
+                  for k, v in fields.items()}
+        self.db[table].update(row_id, fields)
+
+    # -- problems ---------------------------------------------------------------------------
+    def upsert_problem(self, problem) -> int:
+        """Record a workbench.problems.Problem; the same source maps to the same row."""
+        found = self.rows("problems", "hash = ?", [problem.hash])
+        if found:
+            return found[0]["id"]
+        return self.insert("problems", {
+            "name": problem.name, "path": str(problem.path), "hash": problem.hash,
+            "source": problem.source, "family": problem.family, "dtype": problem.dtype,
+            "flops": problem.flops, "min_bytes": problem.min_bytes, "atol": problem.atol,
+            "rtol": problem.rtol})
+
+    # -- sessions, rounds, ideas --------------------------------------------------------------
+    def create_session(self, problem_id: int, provider: str | None, model: str | None,
+                       settings: dict, env: dict | None = None,
+                       base_url: str | None = None) -> int:
+        env = env or {}
+        return self.insert("sessions", {
+            "problem_id": problem_id, "provider": provider, "model": model,
+            "base_url": base_url, "settings": settings, "status": "running",
+            "gpu": env.get("gpu"), "driver": env.get("driver"),
+            "torch_version": env.get("torch"), "cuda_version": env.get("cuda"),
+            "started_at": now()})
+
+    def settings(self, session_id: int) -> dict:
+        return json.loads(self.get("sessions", session_id)["settings"] or "{}")
+
+    def create_round(self, session_id: int, n: int) -> int:
+        return self.insert("rounds", {"session_id": session_id, "n": n, "status": "ideating",
+                                      "started_at": now()})
+
+    def add_idea(self, round_id: int, text: str, author: str = "llm", kind: str | None = None,
+                 seed_kernel_id: int | None = None, llm_call_id: int | None = None,
+                 status: str = "proposed") -> int:
+        if status not in IDEA_STATUSES:
+            raise ValueError(f"idea status {status!r} is not one of {IDEA_STATUSES}")
+        return self.insert("ideas", {
+            "round_id": round_id, "text": text, "author": author, "kind": kind,
+            "seed_kernel_id": seed_kernel_id, "llm_call_id": llm_call_id, "status": status,
+            "updated_at": now()})
+
+    def set_idea_status(self, idea_id: int, status: str, text: str | None = None) -> None:
+        if status not in IDEA_STATUSES:
+            raise ValueError(f"idea status {status!r} is not one of {IDEA_STATUSES}")
+        fields: dict[str, Any] = {"status": status, "updated_at": now()}
+        if text is not None:
+            fields["text"] = text
+        self.update("ideas", idea_id, **fields)
+
+    # -- kernels, builds, evaluations ---------------------------------------------------------
+    def add_kernel(self, problem_id: int, source: str, session_id: int | None = None,
+                   idea_id: int | None = None, parent_id: int | None = None,
+                   origin: str = "llm", llm_call_id: int | None = None,
+                   attempt: int = 0) -> int:
+        import hashlib
+
+        return self.insert("kernels", {
+            "problem_id": problem_id, "session_id": session_id, "idea_id": idea_id,
+            "parent_id": parent_id, "source": source,
+            "hash": hashlib.sha256(source.encode()).hexdigest(), "origin": origin,
+            "llm_call_id": llm_call_id, "attempt": attempt})
+
+    def set_kernel_flags(self, kernel_id: int, *, pruned: bool | None = None,
+                         pinned: bool | None = None, cleared: bool | None = None) -> None:
+        fields = {k: int(v) for k, v in (("pruned", pruned), ("pinned", pinned),
+                                         ("cleared", cleared)) if v is not None}
+        if fields:
+            self.update("kernels", kernel_id, **fields)
+
+    def add_build(self, kernel_id: int, ok: bool, seconds: float | None, cache_hit: bool,
+                  cache_key: str | None, log: str) -> int:
+        return self.insert("builds", {"kernel_id": kernel_id, "ok": int(ok), "seconds": seconds,
+                                      "cache_hit": int(cache_hit), "cache_key": cache_key,
+                                      "log": log})
+
+    def add_evaluation(self, kernel_id: int, verdict: dict, build_id: int | None = None) -> int:
+        """Store a verdict (the JSON object `kernel-workbench eval --json` prints)."""
+        ci = verdict.get("ci95_ms") or [None, None]
+        return self.insert("evaluations", {
+            "kernel_id": kernel_id, "build_id": build_id, "status": verdict["status"],
+            "gpu": verdict.get("gpu"), "trials": verdict.get("trials"),
+            "atol": verdict.get("atol"), "rtol": verdict.get("rtol"),
+            "max_abs_err": verdict.get("max_abs_err"), "max_rel_err": verdict.get("max_rel_err"),
+            "trial_errors": verdict.get("trial_errors") or [],
+            "time_ms": verdict.get("time_ms"), "ci95_lo_ms": ci[0], "ci95_hi_ms": ci[1],
+            "samples": verdict.get("samples") or {},
+            "ref_eager_ms": verdict.get("ref_eager_ms"),
+            "ref_compile_ms": verdict.get("ref_compile_ms"),
+            "speedup_eager": verdict.get("speedup_eager"),
+            "speedup_compile": verdict.get("speedup_compile"),
+            "floor_ms": verdict.get("floor_ms"), "flags": verdict.get("flags") or [],
+            "error": verdict.get("error"), "verdict": verdict})
+
+    def latest_evaluation(self, kernel_id: int) -> dict | None:
+        found = self.rows("evaluations", "kernel_id = ?", [kernel_id], order_by="id desc")
+        return found[0] if found else None
+
+    def add_llm_call(self, **fields: Any) -> int:
+        return self.insert("llm_calls", fields)
+
+    def add_export(self, kernel_id: int, path: str) -> int:
+        return self.insert("exports", {"kernel_id": kernel_id, "path": path})
