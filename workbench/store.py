@@ -217,10 +217,10 @@ class Store:
             self.update("kernels", kernel_id, **fields)
 
     def add_build(self, kernel_id: int, ok: bool, seconds: float | None, cache_hit: bool,
-                  cache_key: str | None, log: str) -> int:
+                  cache_key: str | None, log: str, extensions: list | None = None) -> int:
         return self.insert("builds", {"kernel_id": kernel_id, "ok": int(ok), "seconds": seconds,
                                       "cache_hit": int(cache_hit), "cache_key": cache_key,
-                                      "log": log})
+                                      "log": log, "extensions": extensions or []})
 
     def add_evaluation(self, kernel_id: int, verdict: dict, build_id: int | None = None) -> int:
         """Store a verdict (the JSON object `kernel-workbench eval --json` prints)."""
@@ -249,3 +249,9 @@ class Store:
 
     def add_export(self, kernel_id: int, path: str) -> int:
         return self.insert("exports", {"kernel_id": kernel_id, "path": path})
+
+
+@migrations()
+def m003_build_sources(db: sqlite_utils.Database) -> None:
+    # The sources load_inline actually received (after f-strings and variables), for export.
+    db["builds"].add_column("extensions", str)

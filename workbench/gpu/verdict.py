@@ -1,0 +1,71 @@
+"""The verdict: what evaluating one candidate found, as one JSON-ready dict.
+
+Keys (all present; None where a phase did not run):
+  status            compile_error | incorrect | correct | flagged | timeout | crashed | unverified
+  verified          True only when correctness and timing ran on a GPU
+  compile_s, cache_hit, cache_key, extensions (sources load_inline saw), build_log (tail)
+  trials, atol, rtol, max_abs_err, max_rel_err (max abs err / RMS of the reference output),
+  trial_errors      [{trial, distribution, ok, max_abs_err, max_rel_err, reason}]
+  time_ms, ci95_ms [lo, hi]                 candidate median and 95% CI of the median
+  ref_eager_ms, ref_eager_ci95_ms, ref_compile_ms, ref_compile_ci95_ms
+  speedup_eager, speedup_eager_ci95, speedup_compile, speedup_compile_ci95
+  floor_ms, roofline_fraction (floor / time), samples {candidate, eager, compile}
+  flags             [{kind, reason}]; error (first real error lines); gpu; phase_s
+"""
+from __future__ import annotations
+
+KEYS = ("status", "verified", "compile_s", "cache_hit", "cache_key", "extensions", "build_log",
+        "trials", "atol", "rtol", "max_abs_err", "max_rel_err", "trial_errors", "time_ms",
+        "ci95_ms", "ref_eager_ms", "ref_eager_ci95_ms", "ref_compile_ms",
+        "ref_compile_ci95_ms", "speedup_eager", "speedup_eager_ci95", "speedup_compile",
+        "speedup_compile_ci95", "floor_ms", "roofline_fraction", "samples", "flags", "error",
+        "gpu", "phase_s")
+
+
+def empty(status: str) -> dict:
+    verdict = dict.fromkeys(KEYS)
+    verdict.update(status=status, verified=False, flags=[], trial_errors=[], samples={},
+                   phase_s={})
+    return verdict
+
+
+def _fmt_ms(value, ci) -> str:
+    if value is None:
+        return "-"
+    text = f"{value:.4f} ms"
+    if ci and ci[0] is not None:
+        text += f"  [95% CI {ci[0]:.4f}, {ci[1]:.4f}]"
+    return text
+
+
+def _fmt_x(value, ci) -> str:
+    if value is None:
+        return "-"
+    text = f"{value:.3f}x"
+    if ci and ci[0] is not None:
+        text += f"  [{ci[0]:.3f}, {ci[1]:.3f}]"
+    return text
+
+
+def describe(v: dict) -> str:
+    """A readable multi-line verdict for the terminal."""
+    lines = [f"status: {v['status']}" + ("" if v.get("verified") else "  (not verified on a GPU)")]
+    if v.get("compile_s") is not None:
+        lines.append(f"compile: {v['compile_s']:.2f} s" + (" (cache hit)" if v.get("cache_hit") else ""))
+    if v.get("trials"):
+        lines.append(f"correctness: {v['trials']} trials, atol={v['atol']:g} rtol={v['rtol']:g}, "
+                     f"max abs err {v['max_abs_err']:.3g}, max rel err {v['max_rel_err']:.3g}")
+    if v.get("time_ms") is not None:
+        lines.append(f"candidate:      {_fmt_ms(v['time_ms'], v.get('ci95_ms'))}")
+        lines.append(f"eager:          {_fmt_ms(v['ref_eager_ms'], v.get('ref_eager_ci95_ms'))}")
+        lines.append(f"torch.compile:  {_fmt_ms(v['ref_compile_ms'], v.get('ref_compile_ci95_ms'))}")
+        lines.append(f"speedup vs eager:         {_fmt_x(v['speedup_eager'], v.get('speedup_eager_ci95'))}")
+        lines.append(f"speedup vs torch.compile: {_fmt_x(v['speedup_compile'], v.get('speedup_compile_ci95'))}")
+        if v.get("floor_ms"):
+            lines.append(f"roofline floor: {v['floor_ms']:.4f} ms "
+                         f"({100 * (v.get('roofline_fraction') or 0):.0f}% of the floor's speed)")
+    for flag in v.get("flags") or []:
+        lines.append(f"flag [{flag['kind']}]: {flag['reason']}")
+    if v.get("error"):
+        lines.append("error: " + v["error"])
+    return "\n".join(lines)
