@@ -255,3 +255,13 @@ class Store:
 def m003_build_sources(db: sqlite_utils.Database) -> None:
     # The sources load_inline actually received (after f-strings and variables), for export.
     db["builds"].add_column("extensions", str)
+
+
+@migrations()
+def m004_search(db: sqlite_utils.Database) -> None:
+    # The search engine resumes from the store: a round's seeds (kernel ids, null for the
+    # reference) and, per LLM call, what it was for and how it failed (api | no_code | no_ideas).
+    db["rounds"].add_column("seeds", str)
+    db["llm_calls"].add_column("idea_id", int, fk="ideas", fk_col="id")
+    db["llm_calls"].add_column("kernel_id", int, fk="kernels", fk_col="id")
+    db["llm_calls"].add_column("error_kind", str)
