@@ -51,3 +51,127 @@ def problems(paths: tuple[str, ...], as_json: bool) -> None:
         click.echo(f"error: {line}", err=True)
     if errors:
         sys.exit(2)
+
+
+def _open_existing_store(db_path: str | None):
+    """The store at --db (or the default), refusing to create an empty one by mistake."""
+    from pathlib import Path
+
+    from workbench.store import Store, default_db_path
+
+    path = default_db_path() if db_path is None else Path(db_path)
+    if not path.is_file():
+        fail(f"{path}: no workbench database there (pass --db PATH or set KERNEL_WORKBENCH_DB)")
+    return Store(path)
+
+
+@main.command()
+@click.argument("kernel_id", type=int)
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="Directory to write the export into.")
+@click.option("--force", is_flag=True, help="Overwrite files in a non-empty --out.")
+@click.option("--allow-unverified", is_flag=True,
+              help="Export a kernel whose latest verdict is not correct (or is flagged).")
+@db_option
+def export(kernel_id: int, out_dir: str, force: bool, allow_unverified: bool,
+           db_path: str | None) -> None:
+    """Write a kernel's sources, KernelBench solution, installable extension and report."""
+    from workbench.export import ExportError, export_kernel
+
+    store = _open_existing_store(db_path)
+    try:
+        result = export_kernel(store, kernel_id, out_dir, force=force,
+                               allow_unverified=allow_unverified)
+    except ExportError as e:
+        fail(str(e))
+    for note in result.notes:
+        click.echo(f"note: {note}", err=True)
+    click.echo(f"exported kernel {kernel_id} to {result.out_dir} ({len(result.files)} files)")
+    if result.module:
+        click.echo(f"install: cd {result.out_dir} && pip install --no-build-isolation .   "
+                   f"then: import {result.module}")
+
+
+@main.command()
+@click.argument("selectors", nargs=-1)
+@click.option("--json", "as_json", is_flag=True, help="The report as one JSON object.")
+@db_option
+def report(selectors: tuple[str, ...], as_json: bool, db_path: str | None) -> None:
+    """Best kernel per problem, speedup by round and fast_p, for sessions (ids) or problems."""
+    from workbench.report import ReportError, build_report, render_text
+
+    store = _open_existing_store(db_path)
+    try:
+        data = build_report(store, list(selectors))
+    except ReportError as e:
+        fail(str(e))
+    click.echo(json.dumps(data, indent=2) if as_json else render_text(data), nl=as_json)
+
+
+@main.command("eval")
+@click.argument("problem")
+@click.argument("candidate", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print the verdict as one JSON object.")
+@click.option("--gpu", "gpus", type=int, multiple=True, help="GPU index to use (repeatable).")
+@click.option("--no-gpu", is_flag=True, help="Compile and run the static guards only.")
+@click.option("--atol", type=float, default=None, help="Override the problem's absolute tolerance.")
+@click.option("--rtol", type=float, default=None, help="Override the problem's relative tolerance.")
+@click.option("--trials", type=click.IntRange(5, 100), default=6, show_default=True)
+@click.option("--time-budget", type=float, default=4.0, show_default=True,
+              help="Seconds of A/B timing before the loop stops without reaching its CI target.")
+@db_option
+def eval_command(problem: str, candidate: str, as_json: bool, gpus: tuple[int, ...],
+                 no_gpu: bool, atol: float | None, rtol: float | None, trials: int,
+                 time_budget: float, db_path: str | None) -> None:
+    """Compile, check and time CANDIDATE.py (a KernelBench solution defining ModelNew) against
+    PROBLEM (a library name or a path). Exit code 0: correct (or unverified with --no-gpu);
+    1: any other verdict; 2: bad input."""
+    from pathlib import Path
+
+    from workbench.gpu.executor import EvalSettings
+    from workbench.gpu.pool import LocalPool
+    from workbench.gpu.verdict import describe
+    from workbench.gpu.verifier import record, request_for
+    from workbench.store import Store
+
+    try:
+        prob = load_problem(problem, smoke=False)
+    except ProblemError as e:
+        fail(str(e))
+    try:
+        source = Path(candidate).read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        fail(f"{candidate}: cannot read the candidate: {e}")
+    store = Store(db_path)
+    kernel_id = store.add_kernel(store.upsert_problem(prob), source, origin="file")
+    settings = EvalSettings(atol=atol, rtol=rtol, trials=trials, time_budget_s=time_budget,
+                            no_gpu=no_gpu)
+
+    def progress(label: str, phase: str) -> None:
+        if not as_json:
+            click.echo(f"[{label}] {phase.replace('_', ' ')}", err=True)
+
+    pool = LocalPool(gpus=list(gpus) or None, on_phase=progress)
+    if not pool.gpus and not no_gpu and not as_json:
+        click.echo("no GPU found: building and running the static guards only", err=True)
+    try:
+        verdict = pool.submit(request_for(prob, source, settings,
+                                          label=f"kernel {kernel_id}")).result()
+    except KeyboardInterrupt:
+        pool.shutdown(cancel=True)
+        fail("interrupted; the worker was killed", code=130)
+    pool.shutdown()
+    record(store, kernel_id, verdict)
+    verdict["kernel_id"] = kernel_id
+    if as_json:
+        click.echo(json.dumps(verdict))
+    else:
+        click.echo(f"kernel {kernel_id} on {prob.name}")
+        click.echo(describe(verdict))
+    sys.exit(0 if verdict["status"] in ("correct", "unverified") else 1)
+
+
+# The default command (`kernel-workbench [--db PATH] [PROBLEM]`): the Textual app, loaded lazily.
+from workbench.tui.command import tui  # noqa: E402
+
+main.add_command(tui)

@@ -62,7 +62,6 @@ class Provider(ABC):
         self.concurrency = concurrency
         self.prices = prices if prices is not None else PriceTable.load()
         self._slots = threading.Semaphore(max(1, concurrency))
-        self._cancelled = threading.Event()
 
     def describe(self) -> str:
         where = f" at {redact_url(self.base_url)}" if self.base_url else ""
@@ -73,19 +72,20 @@ class Provider(ABC):
         return {"timeout_s": self.timeout_s, "retries": self.retries, "backoff_s": self.backoff_s,
                 "concurrency": self.concurrency}
 
-    def cancel(self) -> None:
-        """Stop waiting between retries; calls already sent finish or time out."""
-        self._cancelled.set()
-
     def has_price(self) -> bool:
         return self.prices.lookup(self.model) is not None
 
-    def complete(self, prompt: str, system: str | None = None) -> Completion:
-        """One answer, retrying 429/5xx/timeouts with exponential backoff. Raises ProviderError."""
+    def complete(self, prompt: str, system: str | None = None,
+                 cancel: threading.Event | None = None) -> Completion:
+        """One answer, retrying 429/5xx/timeouts with exponential backoff. Raises ProviderError.
+
+        Setting `cancel` ends the wait between retries; a request already sent finishes.
+        """
+        cancel = cancel or threading.Event()
         started = time.monotonic()
         attempt = 0
         while True:
-            if self._cancelled.is_set():
+            if cancel.is_set():
                 raise ProviderError(f"{self.describe()}: cancelled")
             try:
                 with self._slots:
@@ -97,7 +97,7 @@ class Provider(ABC):
                 delay = self.backoff_s * 2 ** attempt * (1 + 0.25 * random.random())
                 if e.retry_after is not None:
                     delay = max(delay, e.retry_after)
-                if self._cancelled.wait(min(delay, self.max_backoff_s)):
+                if cancel.wait(min(delay, self.max_backoff_s)):
                     raise ProviderError(f"{self.describe()}: cancelled") from None
                 attempt += 1
                 continue

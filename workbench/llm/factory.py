@@ -11,6 +11,8 @@ from workbench.llm.prices import config_dir
 
 PROVIDERS = ("openai", "gemini", "openai-compatible")
 COMPATIBLE_KEY_ENV = "OPENAI_COMPATIBLE_API_KEY"
+NO_PROVIDER = ("no LLM provider configured: pass --provider " + "{" + ",".join(PROVIDERS) + "}"
+               " --model NAME (keys come from OPENAI_API_KEY / GEMINI_API_KEY)")
 _OPENAI_ONLY = ("reasoning_effort",)
 _GEMINI_ONLY = ("thinking_budget",)
 
@@ -38,9 +40,7 @@ def make_provider(name: str | None, model: str | None, base_url: str | None = No
                   **opts: Any) -> Provider:
     """A ready provider, or ProviderError whose str is the one-line fix (missing key, flag...)."""
     if not name:
-        raise ProviderError("no LLM provider configured: pass --provider "
-                            f"{{{','.join(PROVIDERS)}}} --model NAME (keys come from "
-                            "OPENAI_API_KEY / GEMINI_API_KEY)")
+        raise ProviderError(NO_PROVIDER)
     if name not in PROVIDERS:
         raise ProviderError(f"unknown provider {name!r}: use one of {', '.join(PROVIDERS)}")
     if not model:

@@ -69,11 +69,16 @@ class OpenAIChat(Provider):
             raise ProviderError(f"{self.describe()}: HTTP {e.status_code}: {_short(e)}") from None
         except openai.OpenAIError as e:
             raise ProviderError(f"{self.describe()}: {_short(e)}") from None
-        text = response.choices[0].message.content if response.choices else ""
-        usage = response.usage
-        reasoning = None
-        if usage is not None and usage.completion_tokens_details is not None:
-            reasoning = usage.completion_tokens_details.reasoning_tokens
+        except ValueError as e:   # a body that is not the JSON it should be (proxies, gateways)
+            raise TransientError(f"malformed response: {type(e).__name__}: {_short(e)}") from None
+        try:
+            text = response.choices[0].message.content if response.choices else ""
+            usage = response.usage
+            reasoning = None
+            if usage is not None and usage.completion_tokens_details is not None:
+                reasoning = usage.completion_tokens_details.reasoning_tokens
+        except AttributeError as e:   # a JSON body of another shape
+            raise TransientError(f"malformed response: {_short(e)}") from None
         return Reply(text=text or "",
                      tokens_in=usage.prompt_tokens if usage else None,
                      tokens_out=usage.completion_tokens if usage else None,

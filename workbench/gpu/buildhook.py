@@ -1,0 +1,141 @@
+"""Fast, cached builds for `load_inline` candidates. Imports only torch and the standard library.
+
+Installed in each worker before a candidate runs, it replaces torch.utils.cpp_extension.load_inline
+with an equivalent that:
+  - keys the build by a hash of sources + flags + toolchain (name and build dir), so the same
+    candidate never builds twice and two candidates sharing a name never share a build dir;
+  - leaves torch headers out of the .cu when the CUDA source doesn't use torch (raw-pointer
+    launchers): nvcc on torch/types.h alone costs ~28 s;
+  - precompiles torch/extension.h for the C++ binding unit (one shared PCH, built under a lock);
+  - records what it was given, for the verdict and for export.
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import re
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+HOOK_VERSION = "1"
+# Anything here in a CUDA source means it needs torch's headers.
+TORCH_IN_CUDA = re.compile(r"\btorch\b|\bat::|\bc10\b|\bTensor\b|TORCH_|AT_DISPATCH|AT_ASSERT|<ATen/")
+OPT_FLAG = re.compile(r"^-O\d?$")
+
+
+@contextmanager
+def file_lock(path: Path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _listify(x) -> list[str]:
+    if x is None:
+        return []
+    return [x] if isinstance(x, str) else list(x)
+
+
+class BuildRecorder:
+    """What each load_inline call received and how long its build took."""
+
+    def __init__(self) -> None:
+        self.extensions: list[dict] = []
+        self.seconds = 0.0
+        self.cache_hit = True
+        self.keys: list[str] = []
+
+
+def _sanitize(name: str) -> str:
+    clean = re.sub(r"\W", "_", name) or "ext"
+    return clean if not clean[0].isdigit() else "e" + clean
+
+
+def install(cache_dir: Path, recorder: BuildRecorder) -> None:
+    import torch
+    import torch.utils.cpp_extension as ce
+
+    # A load_inline(use_pch=False) deletes torch's shared PCH, under other builds' feet.
+    ce.remove_extension_h_precompiler_headers = lambda: None
+    check_pch = getattr(ce, "_check_and_build_extension_h_precompiler_headers", None)
+    toolchain = f"{torch.__version__}|{torch.version.cuda}|{os.environ.get('TORCH_CUDA_ARCH_LIST')}|{sys.version_info[:2]}"
+
+    def load_inline(name, cpp_sources, cuda_sources=None, functions=None, extra_cflags=None,
+                    extra_cuda_cflags=None, extra_ldflags=None, extra_include_paths=None,
+                    build_directory=None, verbose=False, with_cuda=None, is_python_module=True,
+                    with_pytorch_error_handling=True, keep_intermediates=True, use_pch=False,
+                    **_ignored):
+        cpp = _listify(cpp_sources)
+        cuda = _listify(cuda_sources)
+        if isinstance(functions, str):
+            functions = [functions]
+        fn_map = functions if isinstance(functions, dict) else (
+            {f: f for f in functions} if functions is not None else None)
+        # The C++ unit holds only host glue; its -O level doesn't matter and one flag set
+        # lets every candidate share one precompiled header.
+        cflags = [f for f in _listify(extra_cflags) if not OPT_FLAG.match(f)]
+        cuda_flags = _listify(extra_cuda_cflags)
+        ldflags = _listify(extra_ldflags)
+        includes = _listify(extra_include_paths)
+        record = {"name": name, "cpp_sources": cpp, "cuda_sources": cuda,
+                  "functions": list(fn_map) if fn_map is not None else None,
+                  "extra_cflags": _listify(extra_cflags), "extra_cuda_cflags": cuda_flags,
+                  "extra_ldflags": ldflags, "extra_include_paths": includes}
+        key = hashlib.sha256(json.dumps([HOOK_VERSION, toolchain, record, fn_map,
+                                         with_pytorch_error_handling], sort_keys=True).encode()
+                             ).hexdigest()
+        ext_name = f"{_sanitize(name)}_{key[:12]}"
+        build_dir = cache_dir / "ext" / key[:2] / key
+        build_dir.mkdir(parents=True, exist_ok=True)
+        recorder.extensions.append(record)
+        recorder.keys.append(key)
+
+        torch_free_cuda = bool(cuda) and not any(TORCH_IN_CUDA.search(s) for s in cuda)
+        cpp_text = ["#include <torch/extension.h>", *cpp]
+        if fn_map is not None:
+            wrap = "torch::wrap_pybind_function({0})" if with_pytorch_error_handling else "{0}"
+            cpp_text.append("PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {")
+            cpp_text += [f'm.def("{f}", {wrap.format(f)}, "{doc}");' for f, doc in fn_map.items()]
+            cpp_text.append("}")
+        head = (["#include <cuda.h>", "#include <cuda_runtime.h>"] if torch_free_cuda else
+                ["#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>"])
+        sources = [_write(build_dir / "main.cpp", "\n".join(cpp_text))]
+        if cuda:
+            sources.append(_write(build_dir / "cuda.cu", "\n".join(head + cuda)))
+
+        so_files = list(build_dir.glob(f"{ext_name}*.so"))
+        hit = bool(so_files)
+        start = time.perf_counter()
+        with file_lock(build_dir / ".kwb.lock"):
+            if not hit and check_pch is not None and not cflags and not includes:
+                try:
+                    with file_lock(cache_dir / "pch.lock"):
+                        check_pch(None, None)
+                except Exception as e:  # noqa: BLE001 - no PCH only costs time
+                    print(f"kernel-workbench: precompiled header unavailable: {e}", file=sys.stderr)
+            module = ce.load(ext_name, sources, extra_cflags=cflags, extra_cuda_cflags=cuda_flags,
+                             extra_ldflags=ldflags, extra_include_paths=includes,
+                             build_directory=str(build_dir), verbose=verbose,
+                             with_cuda=with_cuda if with_cuda is not None else bool(cuda),
+                             is_python_module=is_python_module,
+                             keep_intermediates=keep_intermediates)
+        recorder.seconds += time.perf_counter() - start
+        recorder.cache_hit = recorder.cache_hit and hit
+        return module
+
+    ce.load_inline = load_inline
+
+
+def _write(path: Path, text: str) -> str:
+    # Rewriting an identical file would bump its mtime and make ninja rebuild it.
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+    return str(path)

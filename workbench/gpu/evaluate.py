@@ -1,0 +1,250 @@
+"""Correctness and timing of one built candidate on the GPU this worker holds.
+Imports only torch and the standard library (runs inside the GPU worker)."""
+from __future__ import annotations
+
+import fcntl
+import json
+import threading
+import time
+from pathlib import Path
+
+import torch
+
+from workbench.gpu import inputs as inp
+from workbench.gpu import runtime_guards as rg
+from workbench.gpu import timing
+from workbench.gpu.compare import compare
+from workbench.gpu.stats import median, median_ci95, ratio_summary
+
+BELOW_FLOOR = 0.85      # measured ceilings sit a little under the true peaks: allow 15%
+REVIEW_SPEEDUP = 10.0   # > 10x over eager: a human looks before it seeds a round
+
+
+def _build(cls, init_args_fn, seed: int):
+    torch.manual_seed(seed)
+    with torch.device("cuda"):
+        model = cls(*init_args_fn())
+    return model.cuda().eval()
+
+
+def _align_weights(ref, cand) -> bool:
+    """Give the candidate the reference's weights when its parameters have the same names and
+    shapes (same seed alone breaks if it registers them in another order)."""
+    rs, cs = ref.state_dict(), cand.state_dict()
+    if rs.keys() == cs.keys() and all(rs[k].shape == cs[k].shape for k in rs):
+        cand.load_state_dict(rs)
+        return True
+    return False
+
+
+def _ceilings(cache_dir: Path, Event) -> dict:
+    props = torch.cuda.get_device_properties(0)
+    path = cache_dir / "ceilings.json"
+    key = f"{props.name}|{torch.__version__}"
+    with open(cache_dir / "ceilings.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        table = json.loads(path.read_text()) if path.exists() else {}
+        if key not in table:
+            table[key] = timing.measure_ceilings(Event)
+            path.write_text(json.dumps(table, indent=1))
+    return table[key]
+
+
+def evaluate(job: dict, candidate, recorder, watched: dict, threads_before: set, chan) -> dict:
+    Event, sync, clock = torch.cuda.Event, torch.cuda.synchronize, time.perf_counter
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    cache_dir = Path(job["cache_dir"])
+    settings = job["settings"]
+    atol, rtol = job["atol"], job["rtol"]
+    seeds = job["seeds"]
+    flags: list[dict] = []
+    phase_s: dict = {}
+    out: dict = {"gpu": torch.cuda.get_device_name(0), "atol": atol, "rtol": rtol,
+                 "flags": flags, "phase_s": phase_s}
+
+    def flag(kind: str, reason: str) -> None:
+        if not any(f["kind"] == kind for f in flags):
+            flags.append({"kind": kind, "reason": reason})
+
+    t = clock()
+    problem = _exec_problem(job["problem_source"])
+    ref = _build(problem.Model, problem.get_init_inputs, seeds[0])
+    cand = _build(candidate.ModelNew, problem.get_init_inputs, seeds[0])
+    out["weights_aligned"] = _align_weights(ref, cand)
+    phase_s["setup"] = clock() - t
+
+    # ---- correctness -------------------------------------------------------------------
+    chan.send("phase", phase="correctness")
+    t = clock()
+    trial_errors, ok_trials = [], 0
+    worst_abs = worst_rel = 0.0
+    first_fail = None
+    prev_fingerprint = None
+    with torch.no_grad():
+        for i in range(settings["trials"]):
+            dist = inp.DISTRIBUTIONS[i % len(inp.DISTRIBUTIONS)]
+            base = inp.generate(problem, seeds[1 + i], dist)
+            ref_out = ref(*inp.clone(base))
+            refs = [o.clone() for o in inp.tensors(ref_out)]
+            if not all(bool(torch.isfinite(r).all()) for r in refs if r.is_floating_point()):
+                trial_errors.append({"trial": i, "distribution": dist, "ok": None,
+                                     "reason": "reference not finite for this distribution; skipped"})
+                continue
+            for o in inp.tensors(ref_out):
+                if o.is_floating_point():
+                    o.fill_(float("nan"))  # scrub: the candidate must not find the answer here
+            del ref_out
+            out_bytes = sum(r.numel() * r.element_size() for r in refs)
+            inp.poison_allocator(4 * out_bytes + (64 << 20))
+            cand_in = inp.clone(base)
+            got = cand(*cand_in)
+            sync()
+            got_list = list(got) if isinstance(got, (list, tuple)) else [got]
+            c = compare(got_list, refs, atol, rtol)
+            fingerprint = [(float(g.double().sum()), g.reshape(-1)[:64].cpu())
+                           for g in inp.tensors(got)] if c.ok else None
+            trial_errors.append({"trial": i, "distribution": dist, "ok": c.ok,
+                                 "max_abs_err": c.max_abs_err, "max_rel_err": c.max_rel_err,
+                                 "reason": c.reason})
+            worst_abs, worst_rel = max(worst_abs, c.max_abs_err), max(worst_rel, c.max_rel_err)
+            if not inp.same_values(cand_in, base):
+                flag("input_mutation", "the candidate modified its input tensors")
+            if not c.ok:
+                first_fail = first_fail or f"trial {i} ({dist} inputs): {c.reason}"
+                continue
+            if prev_fingerprint is not None and _same_fingerprint(fingerprint, prev_fingerprint):
+                first_fail = first_fail or f"trial {i}: same output as for different inputs"
+                trial_errors[-1].update(ok=False, reason="same output as the previous trial")
+                continue
+            prev_fingerprint = fingerprint
+            ok_trials += 1
+            if i == 0:
+                # Determinism: the same inputs again, into freshly poisoned memory.
+                inp.poison_allocator(4 * out_bytes + (64 << 20))
+                again = cand(*inp.clone(base))
+                sync()
+                d = compare(again, got_list, atol, rtol)
+                if not d.ok:
+                    flag("nondeterministic", f"two runs on the same inputs disagree: {d.reason}")
+                del again
+            del got, got_list, cand_in, refs
+    phase_s["correctness"] = clock() - t
+    out.update(trials=ok_trials, trial_errors=trial_errors, max_abs_err=worst_abs,
+               max_rel_err=worst_rel)
+    _runtime_flags(flag, watched, threads_before)
+    if first_fail or ok_trials < min(5, settings["trials"]):
+        out["status"] = "incorrect"
+        out["error"] = first_fail or f"only {ok_trials} usable trials"
+        return out
+
+    # ---- guards that look inside one call --------------------------------------------
+    base = inp.generate(problem, seeds[-1], "default")
+    ours = rg.kernel_names([s for e in recorder.extensions for s in e["cuda_sources"]])
+    try:
+        with torch.no_grad():
+            kernels = rg.profile_kernels(cand, inp.clone(base))
+        own, lib, other = rg.attribute(kernels, ours)
+        total = own + lib + other
+        out["kernel_time_split_us"] = {"own": own, "library": lib, "other": other}
+        if ours and own == 0:
+            flag("no_custom_kernel_ran", f"none of the candidate's kernels ({', '.join(ours)}) ran")
+        if total > 0 and lib / total > 0.5:
+            flag("pytorch_does_the_work",
+                 f"PyTorch/cuBLAS/cuDNN kernels took {100 * lib / total:.0f}% of the GPU time")
+    except Exception as e:  # noqa: BLE001 - no CUPTI: the static guards still stand
+        out["profiler_error"] = str(e)[:300]
+
+    # ---- timing ------------------------------------------------------------------------
+    chan.send("phase", phase="timing")
+    t = clock()
+    contenders = {"candidate": cand, "eager": ref}
+    if settings.get("time_reference_compile", True):
+        try:
+            compiled = torch.compile(ref)
+            with torch.no_grad():
+                compiled(*inp.clone(base))
+            sync()
+            contenders["compile"] = compiled
+        except Exception as e:  # noqa: BLE001
+            out["compile_reference_error"] = str(e)[:300]
+    phase_s["torch_compile"] = clock() - t
+    t = clock()
+    flush = timing.L2Flusher()
+
+    def check(round_no: int, outputs: dict):
+        if "candidate" in outputs and "eager" in outputs:
+            c = compare(outputs["candidate"], outputs["eager"], atol, rtol)
+            if not c.ok:
+                return f"timing round {round_no}: {c.reason}"
+        return None
+
+    # torch.compile and the profiler start threads of their own: watch from here on.
+    threads_before = {t.ident for t in threading.enumerate()}
+    with torch.no_grad():
+        for i, fn in enumerate(contenders.values()):
+            timing.warm_up(fn, inp.clone(base), flush, Event, sync, clock, cap_s=3.0 if i == 0 else 0.5)
+        phase_s["warmup"] = clock() - t
+        t = clock()
+        series, rounds, failures = timing.interleaved(
+            contenders, base, flush, settings["time_budget_s"], settings["target_rel_ci"],
+            seeds[0], check, Event, sync, clock)
+    phase_s["timing"] = clock() - t
+    if failures:
+        flag("timed_output_mismatch", f"outputs during timing differ from the reference "
+                                       f"({len(failures)} rounds; first: {failures[0]})")
+    cs = series["candidate"].gpu_ms
+    out["time_ms"] = median(cs)
+    out["ci95_ms"] = list(median_ci95(cs))
+    out["samples"] = {name: len(s.gpu_ms) for name, s in series.items()}
+    out["host_ms"] = median(series["candidate"].host_ms)
+    for name, key in (("eager", "ref_eager"), ("compile", "ref_compile")):
+        if name in series:
+            out[f"{key}_ms"] = median(series[name].gpu_ms)
+            out[f"{key}_ci95_ms"] = list(median_ci95(series[name].gpu_ms))
+            sp, sp_ci = ratio_summary(series[name].gpu_ms, cs)
+            out[f"speedup_{name}"], out[f"speedup_{name}_ci95"] = sp, list(sp_ci)
+
+    # Host-clock cross-check: extra wall time past the events, beyond what the reference
+    # shows measured the same way, is work the events did not see (side streams, deferral).
+    excess = median([h - g for h, g in zip(series["candidate"].host_ms, cs)])
+    ref_excess = median([h - g for h, g in zip(series["eager"].host_ms, series["eager"].gpu_ms)])
+    if excess - ref_excess > max(0.05, 0.25 * out["time_ms"]):
+        flag("hidden_work", f"host clock shows {excess:.3f} ms per call beyond the CUDA events "
+                            f"(reference: {ref_excess:.3f} ms): work outside the timed stream")
+
+    ceilings = _ceilings(cache_dir, Event)
+    flops_rate = ceilings["flops_per_s"].get(job.get("dtype"), ceilings["flops_per_s"]["float32"])
+    floor = max((job.get("flops") or 0) / flops_rate, job["min_bytes"] / ceilings["bytes_per_s"]) * 1e3
+    out["floor_ms"] = floor
+    out["ceilings"] = ceilings
+    out["roofline_fraction"] = floor / out["time_ms"] if out["time_ms"] > 0 else None
+    if out["time_ms"] < BELOW_FLOOR * floor:
+        flag("below_floor", f"{out['time_ms']:.4f} ms is faster than the roofline floor "
+                            f"{floor:.4f} ms allows: the kernel cannot have done all the work")
+    if (out.get("speedup_eager") or 0) > REVIEW_SPEEDUP:
+        flag("suspicious_speedup", f"{out['speedup_eager']:.1f}x over eager: review before trusting")
+    _runtime_flags(flag, watched, threads_before)
+    out["status"] = "flagged" if flags else "correct"
+    return out
+
+
+def _runtime_flags(flag, watched: dict, threads_before: set) -> None:
+    patched = rg.changed(watched)
+    if patched:
+        flag("patching", "replaced functions the evaluator relies on: " + ", ".join(patched))
+    threads = rg.new_threads(threads_before)
+    if threads:
+        flag("threads", "started threads that outlive the call: " + ", ".join(threads[:5]))
+
+
+def _same_fingerprint(a, b) -> bool:
+    return len(a) == len(b) and all(x[0] == y[0] and torch.equal(x[1], y[1]) for x, y in zip(a, b))
+
+
+def _exec_problem(source: str):
+    import types
+
+    module = types.ModuleType("problem")
+    exec(compile(source, "<problem>", "exec"), module.__dict__)
+    return module

@@ -1,0 +1,82 @@
+"""Guards that watch the candidate while it runs. Imports only torch and the standard library."""
+from __future__ import annotations
+
+import math
+import re
+import statistics
+import threading
+import time
+
+import torch
+
+GLOBAL_NAME = re.compile(
+    r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(?:static\s+)?(?:\w+\s+)*?(\w+)\s*(?:<[^>]*>)?\s*\(")
+# Kernels PyTorch, cuBLAS, cuDNN or Triton run on the candidate's behalf.
+LIBRARY_KERNEL = re.compile(r"at::native|at::cuda|cutlass|cublas|cudnn|gemm|xmma|sm\d+_|triton_|"
+                            r"implicit_convolve|winograd|cudnn|fft", re.IGNORECASE)
+
+
+def watched_objects() -> dict[str, object]:
+    """Everything the harness relies on to check and time; a candidate that replaces any of
+    these is patching the evaluator."""
+    objs = {
+        "torch.cuda.Event": torch.cuda.Event,
+        "torch.cuda.Event.record": torch.cuda.Event.record,
+        "torch.cuda.Event.elapsed_time": torch.cuda.Event.elapsed_time,
+        "torch.cuda.synchronize": torch.cuda.synchronize,
+        "torch.cuda.current_stream": torch.cuda.current_stream,
+        "torch.equal": torch.equal, "torch.isfinite": torch.isfinite,
+        "torch.roll": torch.roll, "torch.full": torch.full, "torch.manual_seed": torch.manual_seed,
+        "torch.Tensor.clone": torch.Tensor.clone, "torch.Tensor.abs": torch.Tensor.abs,
+        "torch.Tensor.to": torch.Tensor.to, "torch.Tensor.__sub__": torch.Tensor.__sub__,
+        "torch.Tensor.__gt__": torch.Tensor.__gt__, "torch.Tensor.max": torch.Tensor.max,
+        "torch.Tensor.any": torch.Tensor.any, "torch.Tensor.all": torch.Tensor.all,
+        "torch.Tensor.pow": torch.Tensor.pow, "torch.Tensor.mean": torch.Tensor.mean,
+        "torch.nn.Module.__call__": torch.nn.Module.__call__,
+        "time.perf_counter": time.perf_counter, "time.time": time.time,
+        "statistics.median": statistics.median, "math.sqrt": math.sqrt,
+        "threading.Thread.start": threading.Thread.start,
+    }
+    return objs
+
+
+def changed(before: dict[str, object]) -> list[str]:
+    now = watched_objects()
+    return [name for name, obj in before.items() if now.get(name) is not obj]
+
+
+def new_threads(before: set[int]) -> list[str]:
+    return [t.name for t in threading.enumerate() if t.ident not in before and t.is_alive()]
+
+
+def kernel_names(cuda_sources: list[str]) -> list[str]:
+    return sorted({m.group(1) for src in cuda_sources for m in GLOBAL_NAME.finditer(src)})
+
+
+def profile_kernels(fn, args) -> list[tuple[str, float]]:
+    """(kernel name, GPU microseconds) for one call, through the PyTorch profiler (CUPTI)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn(*args)
+        torch.cuda.synchronize()
+    found = []
+    for e in prof.events():
+        if str(getattr(e, "device_type", "")).endswith("CUDA"):
+            dur = getattr(e, "device_time", None) or getattr(e, "cuda_time", 0) or 0
+            found.append((e.name, float(dur)))
+    return found
+
+
+def attribute(kernels: list[tuple[str, float]], ours: list[str]) -> tuple[float, float, float]:
+    """GPU time split into (candidate's own kernels, library/PyTorch kernels, other)."""
+    own = lib = other = 0.0
+    patterns = [re.compile(rf"\b{re.escape(k)}\b") for k in ours]
+    for name, us in kernels:
+        if any(p.search(name) for p in patterns):
+            own += us
+        elif LIBRARY_KERNEL.search(name):
+            lib += us
+        else:
+            other += us
+    return own, lib, other

@@ -1,0 +1,94 @@
+"""One candidate, one process: build, then (holding a GPU) check and time it.
+
+Run as `python -m workbench.gpu.worker RESULT_FD` with the job as JSON on stdin. Imports only
+torch and the standard library, so it runs under whatever Python holds torch on a GPU box.
+The parent (workbench.gpu.pool) owns timeouts and kills this process group on a hang; a crash
+here costs only this candidate. Results go to a private pipe, tagged with a nonce the candidate
+never sees, never to stdout (which carries the candidate's and the compiler's prints).
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import sys
+import threading
+import time
+import traceback
+import types
+from pathlib import Path
+
+
+class Channel:
+    def __init__(self, fd: int, nonce: str) -> None:
+        self._f = os.fdopen(fd, "w", buffering=1)
+        self._nonce = nonce
+
+    def send(self, kind: str, **payload) -> None:
+        self._f.write(json.dumps({"nonce": self._nonce, "type": kind, **payload}) + "\n")
+        self._f.flush()
+
+
+def _exec_module(source: str, name: str) -> types.ModuleType:
+    module = types.ModuleType(name)
+    module.__file__ = f"<{name}>"
+    sys.modules[name] = module
+    exec(compile(source, f"<{name}>", "exec"), module.__dict__)
+    return module
+
+
+def _error_text(e: BaseException) -> str:
+    return f"{type(e).__name__}: {e}"
+
+
+def main() -> None:
+    fd = int(sys.argv[1])
+    job = json.loads(sys.stdin.read())
+    chan = Channel(fd, job.pop("nonce"))
+    try:
+        verdict = run(job, chan)
+    except BaseException as e:  # noqa: BLE001 - anything the candidate does ends as a verdict
+        traceback.print_exc()
+        verdict = {"status": "crashed", "error": _error_text(e)[:4000]}
+    chan.send("result", verdict=verdict)
+
+
+def run(job: dict, chan: Channel) -> dict:
+    from workbench.gpu import buildhook
+
+    chan.send("phase", phase="compiling")
+    recorder = buildhook.BuildRecorder()
+    buildhook.install(Path(job["cache_dir"]), recorder)
+    from workbench.gpu import runtime_guards as rg
+
+    watched = rg.watched_objects()
+    threads_before = {t.ident for t in threading.enumerate()}
+    t0 = time.perf_counter()
+    try:
+        candidate = _exec_module(job["candidate_source"], "candidate")
+    except BaseException as e:  # noqa: BLE001
+        build = {"compile_s": time.perf_counter() - t0, "cache_hit": False,
+                 "extensions": recorder.extensions, "cache_key": ",".join(recorder.keys)}
+        return {"status": "compile_error", "error": _error_text(e), **build}
+    build = {"compile_s": recorder.seconds if recorder.extensions else time.perf_counter() - t0,
+             "cache_hit": bool(recorder.extensions) and recorder.cache_hit,
+             "extensions": recorder.extensions, "cache_key": ",".join(recorder.keys)}
+    if not hasattr(candidate, "ModelNew"):
+        return {"status": "compile_error", **build,
+                "error": "the candidate defines no `ModelNew` class"}
+    chan.send("phase", phase="compiled", **build)
+    if job["mode"] == "compile":
+        return {"status": "compiled", **build}
+
+    chan.send("phase", phase="waiting_gpu")
+    with open(job["gpu_lock"], "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released by the kernel if this process dies
+        chan.send("phase", phase="gpu")
+        from workbench.gpu.evaluate import evaluate
+
+        result = evaluate(job, candidate, recorder, watched, threads_before, chan)
+    return {**build, **result}
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,174 @@
+"""The report that travels with an exported kernel: what it solves, where it came from, how it did.
+
+Everything comes from the store: the problem, the lineage (ideas and kernels round by round back
+to the reference), the latest evaluation's full verdict, and the session's environment.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from workbench.store import Store
+
+
+def counts_as_correct(status: str | None, cleared: int | None) -> bool:
+    """Correct for reporting and export: latest verdict `correct`, or `flagged` and cleared."""
+    return status == "correct" or (status == "flagged" and bool(cleared))
+
+
+def _json(text: str | None, default: Any) -> Any:
+    return json.loads(text) if text else default
+
+
+def lineage(store: Store, kernel_id: int) -> list[dict]:
+    """From the reference to this kernel: each step's round, idea and latest verdict."""
+    steps, seen = [], set()
+    current: int | None = kernel_id
+    while current is not None and current not in seen:
+        seen.add(current)
+        kernel = store.find("kernels", current)
+        if kernel is None:
+            break
+        idea = store.find("ideas", kernel["idea_id"]) if kernel["idea_id"] else None
+        evaluation = store.latest_evaluation(current)
+        steps.append({
+            "kernel_id": current, "round": store.kernel_round(current), "origin": kernel["origin"],
+            "idea": {k: idea[k] for k in ("id", "text", "author", "status", "kind")}
+            if idea else None,
+            "status": evaluation["status"] if evaluation else None,
+            "speedup_eager": evaluation["speedup_eager"] if evaluation else None})
+        # A kernel without a recorded parent descends from its idea's seed, if any.
+        current = kernel["parent_id"] or (idea["seed_kernel_id"] if idea else None)
+    steps.append({"reference": True})
+    return list(reversed(steps))
+
+
+def kernel_report(store: Store, kernel_id: int) -> dict:
+    """Everything the export report says about one kernel, JSON-ready."""
+    kernel = store.get("kernels", kernel_id)
+    problem = store.get("problems", kernel["problem_id"])
+    session = store.find("sessions", kernel["session_id"]) if kernel["session_id"] else None
+    evaluation = store.latest_evaluation(kernel_id)
+    build = store.latest_build(kernel_id)
+    verdict = _json(evaluation["verdict"], {}) if evaluation else {}
+    time_ms, floor_ms = verdict.get("time_ms"), verdict.get("floor_ms")
+    fraction = verdict.get("roofline_fraction")
+    if fraction is None and time_ms and floor_ms:
+        fraction = floor_ms / time_ms
+    return {
+        "kernel": {k: kernel[k] for k in ("id", "hash", "origin", "session_id", "parent_id",
+                                           "idea_id", "pinned", "cleared", "created_at")},
+        "problem": {k: problem[k] for k in ("name", "path", "hash", "family", "dtype", "flops",
+                                             "min_bytes", "atol", "rtol")},
+        "environment": {
+            "session_id": session["id"] if session else None,
+            "provider": session["provider"] if session else None,
+            "model": session["model"] if session else None,
+            "gpu": (session and session["gpu"]) or verdict.get("gpu"),
+            "driver": session["driver"] if session else None,
+            "torch": session["torch_version"] if session else None,
+            "cuda": session["cuda_version"] if session else None},
+        "lineage": lineage(store, kernel_id),
+        "build": {k: build[k] for k in ("ok", "seconds", "cache_hit", "cache_key")}
+        if build else None,
+        "evaluation": None if evaluation is None else {
+            "id": evaluation["id"], "created_at": evaluation["created_at"],
+            "status": evaluation["status"], "verified": verdict.get("verified"),
+            "correct_for_reporting": counts_as_correct(evaluation["status"], kernel["cleared"]),
+            "gpu": evaluation["gpu"], "trials": evaluation["trials"],
+            "atol": evaluation["atol"], "rtol": evaluation["rtol"],
+            "max_abs_err": evaluation["max_abs_err"], "max_rel_err": evaluation["max_rel_err"],
+            "trial_errors": _json(evaluation["trial_errors"], []),
+            "time_ms": time_ms, "ci95_ms": verdict.get("ci95_ms"),
+            "ref_eager_ms": verdict.get("ref_eager_ms"),
+            "ref_eager_ci95_ms": verdict.get("ref_eager_ci95_ms"),
+            "ref_compile_ms": verdict.get("ref_compile_ms"),
+            "ref_compile_ci95_ms": verdict.get("ref_compile_ci95_ms"),
+            "speedup_eager": verdict.get("speedup_eager"),
+            "speedup_eager_ci95": verdict.get("speedup_eager_ci95"),
+            "speedup_compile": verdict.get("speedup_compile"),
+            "speedup_compile_ci95": verdict.get("speedup_compile_ci95"),
+            "floor_ms": floor_ms, "roofline_fraction": fraction,
+            "roofline_percent": None if fraction is None else 100 * fraction,
+            "flags": _json(evaluation["flags"], []), "error": evaluation["error"]},
+    }
+
+
+def _ms(value, ci=None) -> str:
+    if value is None:
+        return "-"
+    text = f"{value:.4f} ms"
+    if ci and ci[0] is not None:
+        text += f" (95% CI {ci[0]:.4f} to {ci[1]:.4f})"
+    return text
+
+
+def _x(value, ci=None) -> str:
+    if value is None:
+        return "-"
+    text = f"{value:.3f}x"
+    if ci and ci[0] is not None:
+        text += f" (95% CI {ci[0]:.3f} to {ci[1]:.3f})"
+    return text
+
+
+def _g(value) -> str:
+    return "-" if value is None else f"{value:.3g}"
+
+
+def render_markdown(report: dict) -> str:
+    p, k, env, ev = report["problem"], report["kernel"], report["environment"], report["evaluation"]
+    out = [f"# Kernel {k['id']} for `{p['name']}`", "",
+           "## Problem", "",
+           f"- name: `{p['name']}` ({p['family']}, {p['dtype']}), source `{p['path']}`",
+           f"- FLOPs: {p['flops'] if p['flops'] is not None else '-'}; minimum bytes moved: "
+           f"{p['min_bytes']}",
+           f"- tolerance: atol={_g(p['atol'])} rtol={_g(p['rtol'])}", "",
+           "## Lineage", "", "| step | round | kernel | idea | verdict | vs eager |",
+           "|---|---|---|---|---|---|"]
+    for i, step in enumerate(report["lineage"]):
+        if step.get("reference"):
+            out.append(f"| {i} | - | reference (`Model`) | - | - | 1.000x |")
+            continue
+        idea = step["idea"]
+        text = (f"{idea['text']} ({idea['author']}, {idea['status']})" if idea
+                else f"({step['origin']}, no idea recorded)")
+        out.append(f"| {i} | {step['round'] if step['round'] is not None else '-'} | "
+                   f"{step['kernel_id']} | {text.replace('|', '/').replace(chr(10), ' ')} | "
+                   f"{step['status'] or 'not evaluated'} | {_x(step['speedup_eager'])} |")
+    out += ["", "## Evaluation", ""]
+    if ev is None:
+        out.append("Never evaluated: no correctness or timing figures exist for this kernel.")
+    else:
+        verified = "" if ev["verified"] else " (not verified on a GPU)"
+        out += [f"- status: **{ev['status']}**{verified}; evaluation {ev['id']} at "
+                f"{ev['created_at']}",
+                f"- correctness: {ev['trials'] or 0} trials, atol={_g(ev['atol'])} "
+                f"rtol={_g(ev['rtol'])}, max abs err {_g(ev['max_abs_err'])}, "
+                f"max rel err {_g(ev['max_rel_err'])}",
+                f"- candidate: {_ms(ev['time_ms'], ev['ci95_ms'])}",
+                f"- eager: {_ms(ev['ref_eager_ms'], ev['ref_eager_ci95_ms'])}",
+                f"- torch.compile: {_ms(ev['ref_compile_ms'], ev['ref_compile_ci95_ms'])}",
+                f"- speedup vs eager: {_x(ev['speedup_eager'], ev['speedup_eager_ci95'])}",
+                f"- speedup vs torch.compile: "
+                f"{_x(ev['speedup_compile'], ev['speedup_compile_ci95'])}",
+                f"- roofline floor: {_ms(ev['floor_ms'])}; the kernel runs at "
+                + ("-" if ev["roofline_percent"] is None else f"{ev['roofline_percent']:.1f}%")
+                + " of the floor's speed"]
+        if ev["trial_errors"]:
+            out += ["", "| trial | inputs | ok | max abs err | max rel err | reason |",
+                    "|---|---|---|---|---|---|"]
+            for t in ev["trial_errors"]:
+                out.append(f"| {t.get('trial')} | {t.get('distribution') or '-'} | "
+                           f"{'yes' if t.get('ok') else 'no'} | {_g(t.get('max_abs_err'))} | "
+                           f"{_g(t.get('max_rel_err'))} | {t.get('reason') or ''} |")
+        out += ["", "Flags: " + ("none" if not ev["flags"] else "; ".join(
+            f"[{f.get('kind')}] {f.get('reason')}" for f in ev["flags"]))
+            + (" (cleared by a person)" if k["cleared"] and ev["flags"] else "")]
+        if ev["error"]:
+            out += ["", "Error:", "", "```", ev["error"], "```"]
+    out += ["", "## Environment", ""]
+    out += [f"- {label}: {env[key] or 'unknown'}" for label, key in (
+        ("GPU", "gpu"), ("driver", "driver"), ("torch", "torch"), ("CUDA", "cuda"),
+        ("session", "session_id"), ("provider", "provider"), ("model", "model"))]
+    return "\n".join(out) + "\n"

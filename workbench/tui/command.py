@@ -1,0 +1,23 @@
+"""The `tui` command (the default): open the workbench. Textual loads only when it runs."""
+from __future__ import annotations
+
+import click
+
+
+@click.command("tui")
+@click.option("--db", "db_path", type=click.Path(dir_okay=False), default=None,
+              help="SQLite database (default: $KERNEL_WORKBENCH_DB or ./kernels.db).")
+@click.argument("problem", required=False)
+def tui(db_path: str | None, problem: str | None) -> None:
+    """Open the workbench (optionally on PROBLEM, a library name)."""
+    import sqlite3
+
+    from workbench.store import Store
+
+    try:
+        store = Store(db_path)
+    except (sqlite3.Error, OSError) as e:
+        raise click.ClickException(f"cannot open the database {db_path or 'kernels.db'}: {e}")
+    from workbench.tui.app import WorkbenchApp
+
+    WorkbenchApp(store, problem=problem).run()

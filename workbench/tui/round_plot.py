@@ -1,0 +1,35 @@
+"""Best speedup vs eager per round, as one line of bars: is the search still improving?"""
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import Static
+
+BARS = "▁▂▃▄▅▆▇█"
+
+
+def bars(best: list[float | None]) -> Text:
+    """One cell per round: bar height is the round's best relative to the session's best."""
+    top = max((b for b in best if b is not None), default=None)
+    text = Text()
+    for value in best:
+        if value is None or not top:
+            text.append("·", "dim")
+        else:
+            level = min(len(BARS) - 1, int(value / top * (len(BARS) - 1) + 0.5))
+            text.append(BARS[level], "green" if value >= 1 else "yellow")
+    return text
+
+
+class RoundPlot(Static):
+    def show(self, best: list[float | None]) -> None:
+        if not best:
+            self.update(Text("best/round  (no rounds yet)", "dim"))
+            return
+        line = Text("best/round ", "dim")
+        line.append_text(bars(best[-48:]))  # the newest rounds fit at 80 columns
+        top = max((b for b in best if b is not None), default=None)
+        last = best[-1]
+        line.append(f"  r{len(best)} {'-' if last is None else f'{last:.2f}x'}")
+        if top is not None:
+            line.append(f"  max {top:.2f}x", "bold")
+        self.update(line)
