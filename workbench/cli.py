@@ -175,3 +175,9 @@ def eval_command(problem: str, candidate: str, as_json: bool, gpus: tuple[int, .
 from workbench.tui.command import tui  # noqa: E402
 
 main.add_command(tui)
+
+
+# The default command (`kernel-workbench [--db PATH] [PROBLEM]`): the Textual app, loaded lazily.
+from workbench.tui.command import tui  # noqa: E402
+
+main.add_command(tui)

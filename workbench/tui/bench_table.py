@@ -8,7 +8,7 @@ from textual.widgets import DataTable
 
 from workbench.tui import glyphs
 
-COLUMNS = (("kernel", "kernel"), ("status", "status"), ("ms", "time"), ("ci95", "CI95 ms"),
+COLUMNS = (("kernel", "kernel"), ("status", "status"), ("ms", "ms"), ("ci95", "±CI95"),
            ("eager", "×eager"), ("compile", "×compile"), ("floor", "%floor"),
            ("flags", "flags"))
 
@@ -55,15 +55,19 @@ class BenchTable(DataTable):
             time_ms, lo, hi = row.get("time_ms"), row.get("ci95_lo_ms"), row.get("ci95_hi_ms")
             floor = (100 * row["floor_ms"] / time_ms
                      if row.get("floor_ms") and time_ms else None)
-            ci = f"{lo:.4f}–{hi:.4f}" if lo is not None and hi is not None else "-"
+            # The 95% CI as ± half its width, relative to the median: compact, comparable.
+            ci_rel = (50 * (hi - lo) / time_ms if lo is not None and hi is not None and time_ms
+                      else None)
             status = row.get("status") or ("running" if state == "compiling" else "pending")
             key = str(row["id"])
             self._values[key] = {"kernel": row["id"], "status": status, "ms": time_ms,
-                                 "ci95": lo, "eager": row.get("speedup_eager"),
+                                 "ci95": ci_rel, "eager": row.get("speedup_eager"),
                                  "compile": row.get("speedup_compile"), "floor": floor,
                                  "flags": _flags(row)}
             self.add_row(f"k{row['id']}", Text(f"{glyph} {status}", style),
-                         _num(time_ms, ".4f"), ci, _num(row.get("speedup_eager"), ".2f"),
+                         _num(time_ms, ".4f"),
+                         Text("-" if ci_rel is None else f"±{ci_rel:.1f}%", justify="right"),
+                         _num(row.get("speedup_eager"), ".2f"),
                          _num(row.get("speedup_compile"), ".2f"), _num(floor, ".0f"),
                          _flags(row), key=key)
         if self.sort_column:

@@ -88,7 +88,8 @@ def round_label(row: dict) -> Text:
 
 def session_label(row: dict) -> Text:
     model = row.get("model") or row.get("provider") or "?"
-    label = Text(f"session {row['id']} · {model}")
-    if row.get("status"):
-        label.append(f" · {row['status']}", "dim")
+    label = Text(f"session {row['id']} ")
+    label.append(model, "italic")
+    if row.get("status") and row["status"] != "stopped":
+        label.append(f" {row['status']}", "cyan")
     return label

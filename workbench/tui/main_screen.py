@@ -58,7 +58,7 @@ class MainScreen(Screen):
         Binding("d", "toggle_diff", "Diff", id="toggle_diff"),
         Binding("s", "sort", "Sort", id="sort"),
         Binding("slash", "search", "Search", id="search"),
-        Binding("h", "filter", "Hide dropped", id="filter"),
+        Binding("f", "filter", "Hide dropped", id="filter"),
         Binding("R", "resume", "Resume", id="resume",
                 tooltip="Compile and time the session's kernels that have no verdict"),
         Binding("K", "cancel", "Cancel work", id="cancel"),

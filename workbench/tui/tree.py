@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rich.text import Text
+from textual.binding import Binding
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
@@ -33,6 +34,11 @@ class NodeRef:
 class KernelTree(Tree[NodeRef]):
     """Lazy tree over the store. `in_flight` is shared with the app (kernels being evaluated)."""
 
+    BINDINGS = [
+        Binding("right", "expand_or_down", "Expand", show=False, id="tree.expand"),
+        Binding("left", "collapse_or_up", "Collapse", show=False, id="tree.collapse"),
+    ]
+
     def __init__(self, store: Store, in_flight: set[int], **kwargs) -> None:
         super().__init__("kernels.db", **kwargs)
         self.show_root = False
@@ -40,12 +46,30 @@ class KernelTree(Tree[NodeRef]):
         self.store = store
         self.in_flight = in_flight
         self.hide_dropped = False  # the filter: hide vetoed ideas and pruned kernels
-        self._nodes: dict[Key, TreeNode[NodeRef]] = {}
+        self._by_key: dict[Key, TreeNode[NodeRef]] = {}
         self._best: dict[int, int | None] = {}  # session id -> best kernel id
 
     def on_mount(self) -> None:
         self.root.data = NodeRef("root", 0)
         self.load_children(self.root)
+
+    def action_expand_or_down(self) -> None:
+        node = self.cursor_node
+        if node is None:
+            return
+        if node.allow_expand and not node.is_expanded:
+            node.expand()
+        elif node.children:
+            self.move_cursor(node.children[0], animate=False)
+
+    def action_collapse_or_up(self) -> None:
+        node = self.cursor_node
+        if node is None:
+            return
+        if node.is_expanded:
+            node.collapse()
+        elif node.parent is not None and node.parent is not self.root:
+            self.move_cursor(node.parent, animate=False)
 
     # -- lazy population -------------------------------------------------------------------
     def on_tree_node_expanded(self, event: Tree.NodeExpanded[NodeRef]) -> None:
@@ -66,7 +90,7 @@ class KernelTree(Tree[NodeRef]):
                 found.set_label(label)
                 continue
             child = node.add(label, child_ref, allow_expand=expandable)
-            self._nodes[child_ref.key] = child
+            self._by_key[child_ref.key] = child
         ref.loaded = True
 
     @staticmethod
@@ -108,16 +132,16 @@ class KernelTree(Tree[NodeRef]):
         return self._best[session_id]
 
     def node_for(self, kind: str, row_id: int) -> TreeNode[NodeRef] | None:
-        return self._nodes.get((kind, row_id))
+        return self._by_key.get((kind, row_id))
 
     def sync(self, kind: str, row_id: int) -> None:
         """Re-read the children of a node if they were loaded (new rows appear, labels update)."""
-        node = self.root if kind == "root" else self._nodes.get((kind, row_id))
+        node = self.root if kind == "root" else self._by_key.get((kind, row_id))
         if node is not None and node.data is not None and node.data.loaded:
             self.load_children(node)
 
     def relabel_kernel(self, kernel_id: int) -> None:
-        node = self._nodes.get(("kernel", kernel_id))
+        node = self._by_key.get(("kernel", kernel_id))
         if node is None:
             return
         row = queries.kernel(self.store, kernel_id)
@@ -135,12 +159,12 @@ class KernelTree(Tree[NodeRef]):
     def set_hide_dropped(self, hide: bool) -> None:
         """Filter vetoed ideas and pruned kernels out of (or back into) the loaded tree."""
         self.hide_dropped = hide
-        for node in list(self._nodes.values()):
+        for node in list(self._by_key.values()):
             ref = node.data
             if ref and ref.kind in ("idea", "kernel") and hide and self._dropped(ref, node.label):
                 self._forget(node)
                 node.remove()
-        for node in [self.root, *self._nodes.values()]:
+        for node in [self.root, *self._by_key.values()]:
             if node.data and node.data.loaded:
                 self.load_children(node)
 
@@ -148,7 +172,7 @@ class KernelTree(Tree[NodeRef]):
         for child in node.children:
             self._forget(child)
         if node.data:
-            self._nodes.pop(node.data.key, None)
+            self._by_key.pop(node.data.key, None)
 
     # -- navigation --------------------------------------------------------------------------
     def reveal(self, path: list[Key]) -> bool:
@@ -157,12 +181,16 @@ class KernelTree(Tree[NodeRef]):
         for key in path:
             if node.data and not node.data.loaded:
                 self.load_children(node)
-            child = self._nodes.get(key)
+            child = self._by_key.get(key)
             if child is None:
                 return False
             if node is not self.root:
                 node.expand()
             node = child
-        self.move_cursor(node)
-        self.scroll_to_node(node, animate=False)
+        # Line numbers exist only after the tree rebuilds its lines on the next refresh.
+        self.call_after_refresh(self._move_to, node)
         return True
+
+    def _move_to(self, node: TreeNode[NodeRef]) -> None:
+        self.move_cursor(node, animate=False)
+        self.scroll_to_node(node, animate=False)
