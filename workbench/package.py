@@ -47,7 +47,7 @@ def submodule(index: int) -> str:
 
 
 def package_files(module: str, extensions: list[dict], banner: str) -> dict[str, str]:
-    """Relative path -> text for the package: csrc/*_binding.cpp and *.cu, the Python package, setup files."""
+    """Relative path -> text: csrc/*_binding.cpp and *.cu, the Python package, setup files."""
     files: dict[str, str] = {}
     ext_specs = []
     for i, ext in enumerate(extensions):
@@ -125,7 +125,6 @@ import types
 from pathlib import Path
 
 import torch  # loads libtorch before the extension that links against it
-from torch.utils import cpp_extension as _cpp_extension
 
 from ._C import *  # noqa: F401,F403
 
@@ -145,6 +144,8 @@ def _load_inline(name, *args, **kwargs):
 @functools.cache
 def _solution():
     """Run solution.py with load_inline answered by the installed extension."""
+    from torch.utils import cpp_extension as _cpp_extension
+
     path = Path(__file__).with_name("solution.py")
     module = types.ModuleType(f"{{__name__}}.solution")
     module.__file__ = str(path)
