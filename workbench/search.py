@@ -155,9 +155,10 @@ class Engine:
         self._lock = threading.Lock()
         self._futures: dict[int, Future] = {}
         self._calls_in_flight = 0
-        # Budget check and call share one slot, so concurrent calls overshoot a budget by at
-        # most `concurrency` calls.
+        # Budget check and call share one slot and the running totals count each answer before
+        # the slot is released, so concurrent calls overshoot a budget by at most `concurrency`.
         self._slots = threading.Semaphore(provider.concurrency if provider else 1)
+        self._spent_tokens, self._spent_usd = spent(store, session_id)
 
     # -- reading the store -------------------------------------------------------------------
     def _q(self, sql: str, params: list) -> list[dict]:
@@ -321,7 +322,8 @@ class Engine:
 
     # -- LLM calls ---------------------------------------------------------------------------------
     def _check_budget(self) -> None:
-        tokens, dollars = spent(self.store, self.session_id)
+        with self._lock:
+            tokens, dollars = self._spent_tokens, self._spent_usd
         s = self.settings
         if s.budget_tokens is not None and tokens >= s.budget_tokens:
             raise _Stop(f"budget reached: {tokens:,} of {s.budget_tokens:,} tokens used "
@@ -352,8 +354,12 @@ class Engine:
                                                       else "the reference")
         self._emit(events.Progress(f"{purpose} call for {subject} ({in_flight} in flight)"))
         try:
-            return self.provider.complete(prompt, system=self.prompts.render("system"),
-                                          cancel=self._cancel)
+            completion = self.provider.complete(prompt, system=self.prompts.render("system"),
+                                                cancel=self._cancel)
+            with self._lock:
+                self._spent_tokens += (completion.tokens_in or 0) + (completion.tokens_out or 0)
+                self._spent_usd += completion.cost_usd or 0.0
+            return completion
         except ProviderError as e:
             if self._cancel.is_set():   # cancelled while waiting to retry: nothing to record
                 raise _Stop(self._stop_reason or "cancelled") from None

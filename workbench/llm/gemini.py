@@ -63,7 +63,12 @@ class Gemini(Provider):
             if "Timeout" in kind:
                 raise TransientError(f"no answer within {self.timeout_s:g} s") from None
             raise TransientError(f"cannot connect: {kind}: {e}") from None
-        usage = response.usage_metadata
+        except (ValueError, AttributeError, TypeError) as e:
+            # A body that is not a generateContent answer (proxies, gateways); pydantic's
+            # ValidationError is a ValueError.
+            message = " ".join(str(e).split())[:200]
+            raise TransientError(f"malformed response: {type(e).__name__}: {message}") from None
+        usage = getattr(response, "usage_metadata", None)
         tokens_in = tokens_out = thoughts = None
         if usage is not None:
             tokens_in = usage.prompt_token_count
