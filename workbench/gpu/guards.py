@@ -51,9 +51,8 @@ TEXT_RULES: list[tuple[str, re.Pattern, str]] = [
      "writes to file descriptors or /proc: the evaluator's result channel must stay untouched"),
     ("rng", re.compile(r"manual_seed|get_rng_state|initial_seed|random\.seed|np\.random\.seed"),
      "reads or sets random seeds: inputs must stay unpredictable"),
-    ("caching", re.compile(r"functools\.(lru_cache|cache)\b|@(lru_cache|cache)\b|\bid\s*\(\s*\w+\s*\)|"
-                           r"data_ptr\s*\(\s*\)\s*(in|not in)\b|\.data_ptr\(\)\s*\]"),
-     "caches results keyed by identity, pointer or shape: later calls may skip the work"),
+    ("caching", re.compile(r"functools\.(lru_cache|cache)\b|@(lru_cache|cache)\b"),
+     "caches results across calls: later calls may skip the work"),
 ]
 LOW_PRECISION = re.compile(r"\b(half2?|__half2?|__float2half\w*|__nv_bfloat16\w*|bfloat16|float16|"
                            r"__float2bfloat16\w*|fp16|bf16|tf32|__nv_fp8\w*|fp8)\b|allow_tf32|"
@@ -121,6 +120,22 @@ def _forward_work(cls: ast.ClassDef, extensions: set[str]) -> list[str]:
     return found
 
 
+def _memoization(cls: ast.ClassDef) -> int | None:
+    """Line of a Python-side cache in ModelNew: tensor addresses or id() read in Python, or
+    results stored into a container on self outside __init__."""
+    for fn in (n for n in cls.body if isinstance(n, ast.FunctionDef)):
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Call) and (
+                    (isinstance(node.func, ast.Attribute) and node.func.attr == "data_ptr") or
+                    (isinstance(node.func, ast.Name) and node.func.id == "id")):
+                return node.lineno
+            if fn.name != "__init__" and isinstance(node, ast.Assign) and any(
+                    isinstance(t, ast.Subscript) and _dotted(t.value).startswith("self.")
+                    for t in node.targets):
+                return node.lineno
+    return None
+
+
 def check(source: str, problem_dtype: str = "float32") -> list[dict]:
     """Flags for a candidate source; empty when nothing suspicious was found."""
     flags: list[dict] = []
@@ -141,6 +156,10 @@ def check(source: str, problem_dtype: str = "float32") -> list[dict]:
         if work:
             _flag(flags, "pytorch_compute",
                   "PyTorch ops do work in ModelNew: " + ", ".join(work[:6]))
+        memo = _memoization(cls)
+        if memo:
+            _flag(flags, "caching", f"line {memo}: keeps results keyed by tensor address, "
+                                    "identity or shape across calls: later calls may skip the work")
         for node in ast.walk(cls):
             if isinstance(node, ast.Try):
                 _flag(flags, "fallback", f"line {node.lineno}: try/except in ModelNew "

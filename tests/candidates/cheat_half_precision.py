@@ -1,0 +1,31 @@
+# Cheat 13a: silently compute in half precision for an fp32 problem.
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+cuda_src = r"""
+#include <cuda_fp16.h>
+__global__ void silu_kernel(const float* x, float* y, long n) {
+    long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
+    if (i < n) {
+        __half h = __float2half(x[i]);
+        __half e = hexp(__hneg(h));
+        y[i] = __half2float(__hdiv(h, __hadd(__float2half(1.f), e)));
+    }
+}
+void silu_launch(const float* x, float* y, long n) { silu_kernel<<<(n + 255) / 256, 256>>>(x, y, n); }
+"""
+cpp_src = r"""
+void silu_launch(const float* x, float* y, long n);
+torch::Tensor silu(torch::Tensor x) {
+    auto y = torch::empty_like(x);
+    silu_launch(x.data_ptr<float>(), y.data_ptr<float>(), x.numel());
+    return y;
+}
+"""
+ext = load_inline(name="cheat_half", cpp_sources=cpp_src, cuda_sources=cuda_src, functions=["silu"])
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return ext.silu(x)

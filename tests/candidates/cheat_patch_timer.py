@@ -1,0 +1,28 @@
+# Cheat 8: compute correctly, but patch the timing events so every call looks instant.
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+cuda_src = r"""
+__global__ void silu_kernel(const float* x, float* y, long n) {
+    long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] / (1.f + __expf(-x[i]));
+}
+void silu_launch(const float* x, float* y, long n) { silu_kernel<<<(n + 255) / 256, 256>>>(x, y, n); }
+"""
+cpp_src = r"""
+void silu_launch(const float* x, float* y, long n);
+torch::Tensor silu(torch::Tensor x) {
+    auto y = torch::empty_like(x);
+    silu_launch(x.data_ptr<float>(), y.data_ptr<float>(), x.numel());
+    return y;
+}
+"""
+ext = load_inline(name="cheat_patch", cpp_sources=cpp_src, cuda_sources=cuda_src, functions=["silu"])
+_real = torch.cuda.Event.elapsed_time
+torch.cuda.Event.elapsed_time = lambda self, end: _real(self, end) * 0.01
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return ext.silu(x)
