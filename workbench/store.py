@@ -265,6 +265,36 @@ class Store:
     def add_export(self, kernel_id: int, path: str) -> int:
         return self.insert("exports", {"kernel_id": kernel_id, "path": path})
 
+    # -- reading for export and reports ------------------------------------------------------
+    def find(self, table: str, row_id: int) -> dict[str, Any] | None:
+        """A row by id, or None when there is none."""
+        found = self.rows(table, "id = ?", [row_id])
+        return found[0] if found else None
+
+    def latest_build(self, kernel_id: int) -> dict | None:
+        found = self.rows("builds", "kernel_id = ?", [kernel_id], order_by="id desc")
+        return found[0] if found else None
+
+    def kernel_round(self, kernel_id: int) -> int | None:
+        """The round number of the idea a kernel implements (None for kernels without one)."""
+        row = next(self.db.query(
+            "select r.n from kernels k join ideas i on i.id = k.idea_id "
+            "join rounds r on r.id = i.round_id where k.id = ?", [kernel_id]), None)
+        return row["n"] if row else None
+
+    def session_kernels(self, session_id: int) -> list[dict[str, Any]]:
+        """A session's kernels with their round number and latest evaluation's figures."""
+        return list(self.db.query(
+            "select k.id, k.problem_id, k.idea_id, k.parent_id, k.pruned, k.pinned, k.cleared, "
+            "r.n as round_n, e.id as evaluation_id, e.status, e.time_ms, e.ci95_lo_ms, "
+            "e.ci95_hi_ms, e.ref_eager_ms, e.ref_compile_ms, e.speedup_eager, "
+            "e.speedup_compile, e.floor_ms, e.flags "
+            "from kernels k left join ideas i on i.id = k.idea_id "
+            "left join rounds r on r.id = i.round_id "
+            "left join evaluations e on e.id = "
+            "(select max(id) from evaluations where kernel_id = k.id) "
+            "where k.session_id = ? order by k.id", [session_id]))
+
 
 @migrations()
 def m003_build_sources(db: sqlite_utils.Database) -> None:
@@ -280,3 +310,11 @@ def m004_search(db: sqlite_utils.Database) -> None:
     db["llm_calls"].add_column("idea_id", int, fk="ideas", fk_col="id")
     db["llm_calls"].add_column("kernel_id", int, fk="kernels", fk_col="id")
     db["llm_calls"].add_column("error_kind", str)
+
+
+@migrations()
+def m005_sessions_rounds_created_at(db: sqlite_utils.Database) -> None:
+    # Store.insert stamps created_at on every row; sessions and rounds lacked the column.
+    for table in ("sessions", "rounds"):
+        if "created_at" not in db[table].columns_dict:
+            db[table].add_column("created_at", str)
