@@ -159,6 +159,14 @@ def render_text(report: dict) -> str:
     total = report["problems_total"]
     if not total:
         return "no sessions selected\n"
+    out.append("best kernel per problem:")
+    for entry in report["problems"]:
+        b = entry["best"]
+        out.append(f"  {entry['problem']:<24} " + (
+            "no correct kernel" if b is None else
+            f"kernel {b['kernel_id']} (session {b['session_id']}): {_x(b['speedup_eager'])} vs "
+            f"eager, {_x(b['speedup_compile'])} vs torch.compile"))
+    out.append("")
     out.append(f"KernelBench fast_p over {total} problem(s) (share correct and faster than "
                "p x eager):")
     out.append("  " + "  ".join(f"{'fast_' + p:>9}" for p in report["fast_p"]))
