@@ -81,6 +81,9 @@ def run(job: dict, chan: Channel) -> dict:
         return {"status": "compiled", **build}
 
     chan.send("phase", phase="waiting_gpu")
+    import torch
+
+    torch.cuda.init()  # context creation overlaps the previous candidate's turn on the GPU
     with open(job["gpu_lock"], "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released by the kernel if this process dies
         chan.send("phase", phase="gpu")
