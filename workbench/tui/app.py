@@ -85,19 +85,14 @@ class WorkbenchApp(App):
         return [t.name for t in self.config.themes]
 
     # -- background work ---------------------------------------------------------------------
-    def run_in_thread(self, label: str, work: Callable[[], Any], session_id: int | None,
-                      expected: tuple[type[BaseException], ...] = ()) -> None:
+    def run_in_thread(self, label: str, work: Callable[[], Any], session_id: int | None) -> None:
         """Run `work` in a thread worker; its outcome arrives as a WorkFinished message."""
 
         def run() -> None:
             try:
                 result = work()
-            except expected as e:
-                self.post_message(WorkFinished(label, one_line(e), session_id=session_id))
-                return
             except Exception as e:  # noqa: BLE001 - worker failures become one line
-                self.post_message(WorkFinished(label, f"{type(e).__name__}: {one_line(e)}",
-                                               session_id=session_id))
+                self.post_message(WorkFinished(label, one_line(e), session_id=session_id))
                 return
             if not get_current_worker().is_cancelled:
                 self.post_message(WorkFinished(label, None, result, session_id=session_id))
@@ -146,13 +141,12 @@ class WorkbenchApp(App):
             factory({"provider": request.provider or None, "model": request.model or None,
                      "base_url": request.base_url})
             problem = load_problem(request.problem)
+            # Review on: in the workbench a person approves, edits or vetoes each idea.
             return new_session(store, problem, request.provider, request.model,
-                               request.base_url, SearchSettings())
-
-        from workbench.problems import ProblemError
+                               request.base_url, SearchSettings(review=True))
 
         self.notify(f"starting a session on {request.problem}…", timeout=3)
-        self.run_in_thread("new session", start, None, expected=(ProviderError, ProblemError))
+        self.run_in_thread("new session", start, None)
 
     def action_help(self) -> None:
         rows = []

@@ -1,9 +1,18 @@
 """The command palette (ctrl+p): every workbench action, by name, with its current key."""
 from __future__ import annotations
 
+import inspect
 from functools import partial
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+
+async def _invoke(node, action: str) -> None:
+    """Call the action directly: the footer hides actions that don't fit the selection, but
+    from the palette each one still runs and says in one line what it needs."""
+    result = getattr(node, f"action_{action}")()
+    if inspect.isawaitable(result):
+        await result
 
 
 class WorkbenchCommands(Provider):
@@ -16,7 +25,7 @@ class WorkbenchCommands(Provider):
             for binding in bindings:
                 key = app.keymap.get(binding.id, binding.key).split(",")[0]
                 name = f"{binding.description}  ({key})"
-                yield name, partial(app.run_action, binding.action, node), binding.tooltip
+                yield name, partial(_invoke, node, binding.action), binding.tooltip
 
     async def discover(self) -> Hits:
         for name, command, help_text in self._commands():

@@ -38,8 +38,12 @@ class WorkFinished(Message):
 
 
 def one_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return text[0] if text else type(error).__name__
+    """Workbench errors are written as one line for people; others also say what they are."""
+    lines = str(error).strip().splitlines()
+    text = lines[0] if lines else ""
+    if type(error).__module__.startswith("workbench") and text:
+        return text
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
 def default_provider(session: dict):
@@ -67,14 +71,20 @@ class EngineBridge:
         self._executor: Executor | None = None
         self._engines: dict[int, Any] = {}
 
-    def engine(self, session_id: int):
-        """The session's engine; raises ProviderError (one line) when it cannot be configured."""
+    def engine(self, session_id: int, need_llm: bool = True):
+        """The session's engine. Raises ProviderError or SearchError (one line) when it cannot
+        be built; work that needs no LLM (compile + time) gets a provider-less engine then."""
         if session_id in self._engines:
             return self._engines[session_id]
         from workbench.search import Engine
 
         session = self.store.get("sessions", session_id)
-        provider = self.provider_factory(session)
+        try:
+            provider = self.provider_factory(session)
+        except ProviderError:
+            if need_llm:
+                raise
+            provider = None
         if self._executor is None:
             try:
                 self._executor = self.executor_factory()
@@ -82,11 +92,14 @@ class EngineBridge:
                 raise ProviderError(f"cannot start the GPU executor: {one_line(e)}") from None
         engine = Engine(self.store, session_id, provider, self._executor,
                         on_event=lambda event: self.post(EngineEvent(event)))
-        self._engines[session_id] = engine
+        if provider is not None:
+            self._engines[session_id] = engine
         return engine
 
     def cancel(self) -> None:
-        for engine in self._engines.values():
+        """Cancel every engine; a cancelled engine stays stopped, so the next job builds anew."""
+        engines, self._engines = self._engines, {}
+        for engine in engines.values():
             engine.cancel()
 
     def shutdown(self) -> None:

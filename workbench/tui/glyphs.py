@@ -35,13 +35,15 @@ def kernel_state(row: dict, in_flight: set[int], best_id: int | None) -> str:
         return "compiling"
     if row.get("pruned"):
         return "pruned"
+    if row["id"] == best_id:
+        return "best"
     status = row.get("status")
     if status is None:
         return "proposed"
     if status in FAILED:
         return "incorrect"
     if status == "correct" or (status == "flagged" and row.get("cleared")):
-        return "best" if row["id"] == best_id else "correct"
+        return "correct"
     return status if status in KERNEL_STATES else "incorrect"
 
 

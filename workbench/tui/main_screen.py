@@ -15,8 +15,9 @@ from textual.screen import Screen
 from textual.widgets import Footer, Tree
 
 from workbench import control, events
-from workbench.export import ExportError, export_kernel
+from workbench.export import export_kernel
 from workbench.llm.errors import ProviderError
+from workbench.search import SearchError, resume_session
 from workbench.tui import queries
 from workbench.tui.bench_table import BenchTable
 from workbench.tui.engine_bridge import one_line
@@ -38,9 +39,13 @@ class MainScreen(Screen):
         Binding("n", "ideate", "Ideate", id="ideate",
                 tooltip="Start the next round: the LLM proposes optimization ideas"),
         Binding("g", "step", "Step", id="step",
-                tooltip="One whole round: ideate, implement, compile and time"),
+                tooltip="The engine's next piece of work (ideate, implement, evaluate, repair)"),
+        Binding("G", "run", "Run", id="run",
+                tooltip="Run the search until it finishes, stops or waits for review"),
         Binding("N", "new_session", "New session", id="new_session"),
         Binding("a", "approve", "Approve", id="approve"),
+        Binding("A", "approve_all", "Approve all", id="approve_all",
+                tooltip="Approve every proposed idea of the round"),
         Binding("e", "edit_idea", "Edit", id="edit_idea"),
         Binding("E", "edit_idea_external", "Edit in $EDITOR", id="edit_idea_external"),
         Binding("v", "veto", "Veto", id="veto"),
@@ -135,7 +140,7 @@ class MainScreen(Screen):
             return kind == "idea"
         if action in KERNEL_ACTIONS:
             return kind == "kernel"
-        if action == "implement":
+        if action in ("implement", "approve_all"):
             return kind in ("round", "idea")
         if action == "add_idea":
             return kind in ("session", "round", "idea", "kernel")
@@ -223,7 +228,7 @@ class MainScreen(Screen):
             return
         self._plot_session = session_id
         rounds = queries.rounds(self.store, session_id) if session_id else []
-        self.query_one(RoundPlot).show([r["best"] for r in rounds])
+        self.query_one(RoundPlot).show([(r["n"], r["best"]) for r in rounds])
 
     def update_status(self) -> None:
         session_id = self.session_of(self.selected)
@@ -303,8 +308,10 @@ class MainScreen(Screen):
         self.refresh_bindings()
 
     # -- running engine work -------------------------------------------------------------------
-    def run_engine(self, session_id: int | None, label: str, work: Callable[[Any], Any]) -> None:
-        """Run `work(engine)` in a thread worker; one job per session at a time."""
+    def run_engine(self, session_id: int | None, label: str, work: Callable[[Any], Any],
+                   need_llm: bool = True) -> None:
+        """Run `work(engine)` in a thread worker; one job per session at a time. A stopped
+        session is resumed first: asking it for work is asking it to continue."""
         if session_id is None:
             self.notify("no session here: N starts one", severity="warning")
             return
@@ -313,8 +320,10 @@ class MainScreen(Screen):
                         "(K cancels)", severity="warning")
             return
         try:
-            engine = self.bridge.engine(session_id)
-        except ProviderError as e:
+            if queries.session(self.store, session_id)["status"] == "stopped":
+                resume_session(self.store, session_id)
+            engine = self.bridge.engine(session_id, need_llm=need_llm)
+        except (ProviderError, SearchError) as e:
             self.notify(str(e), severity="error", timeout=10)
             return
         self.busy[session_id] = label
@@ -332,7 +341,11 @@ class MainScreen(Screen):
 
     def action_step(self) -> None:
         session_id = self.session_of(self.selected)
-        self.run_engine(session_id, f"round (s{session_id})", lambda e: e.step())
+        self.run_engine(session_id, f"next step (s{session_id})", lambda e: e.step())
+
+    def action_run(self) -> None:
+        session_id = self.session_of(self.selected)
+        self.run_engine(session_id, f"running (s{session_id})", lambda e: e.run())
 
     def action_new_session(self) -> None:
         ref = self.selected
@@ -348,14 +361,15 @@ class MainScreen(Screen):
         if row is None:
             self.notify("select a round or an idea to implement", severity="warning")
             return
+        # The engine verifies (and repairs) each implementation as soon as it is written.
         self.run_engine(row["session_id"], f"implementing round {row['n']}",
-                        lambda e: e.evaluate(e.implement(round_id)))
+                        lambda e: e.implement(round_id))
 
     def action_evaluate(self) -> None:
         kernel_id = self._kernel_id()
         if kernel_id is not None:
             self.run_engine(self.selected.session_id, f"timing k{kernel_id}",
-                            lambda e: e.evaluate([kernel_id]))
+                            lambda e: e.evaluate([kernel_id]), need_llm=False)
 
     def action_resume(self) -> None:
         session_id = self.session_of(self.selected)
@@ -364,7 +378,7 @@ class MainScreen(Screen):
             self.notify("every kernel of this session has a verdict")
             return
         self.run_engine(session_id, f"timing {len(pending)} kernels without a verdict",
-                        lambda e: e.evaluate(pending))
+                        lambda e: e.evaluate(pending), need_llm=False)
 
     def action_cancel(self) -> None:
         if not (self.busy or self.in_flight):
@@ -409,6 +423,19 @@ class MainScreen(Screen):
         if idea_id is not None:
             self._control(lambda: control.approve_idea(self.store, idea_id))
             self._idea_changed(idea_id)
+
+    def action_approve_all(self) -> None:
+        round_id = self.round_of(self.selected)
+        if round_id is None:
+            self.notify("select a round or an idea", severity="warning")
+            return
+        proposed = [i["id"] for i in queries.ideas(self.store, round_id)
+                    if i["status"] == "proposed"]
+        for idea_id in proposed:
+            self._control(lambda: control.approve_idea(self.store, idea_id))
+        self.kernel_tree.sync("round", round_id)
+        self.show_selection(source=False)
+        self.notify(f"approved {len(proposed)} idea(s); m implements them")
 
     def action_veto(self) -> None:
         idea_id = self._idea_id()
@@ -489,7 +516,7 @@ class MainScreen(Screen):
         self.kernel_tree.sync("kernel", kernel_id)
         self.kernel_tree.reveal(queries.path_to_kernel(self.store, child))
         self.run_engine(self.selected.session_id, f"timing k{child}",
-                        lambda e: e.evaluate([child]))
+                        lambda e: e.evaluate([child]), need_llm=False)
 
     def _kernel_changed(self, kernel_ids: list[int], session_id: int | None) -> None:
         for kernel_id in kernel_ids:
@@ -536,8 +563,7 @@ class MainScreen(Screen):
             self.app.run_in_thread(
                 f"export k{kernel_id}",
                 lambda: export_kernel(self.store, kernel_id, out_dir,
-                                      allow_unverified=allow_unverified), None,
-                expected=(ExportError,))
+                                      allow_unverified=allow_unverified), None)
 
         self.app.push_screen(ExportPrompt(kernel_id, f"exports/k{kernel_id}"), chosen)
 

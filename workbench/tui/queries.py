@@ -59,7 +59,8 @@ def rounds(store: Store, session_id: int) -> list[dict]:
                (SELECT max(e.speedup_eager) FROM ideas i
                   JOIN kernels k ON k.idea_id = i.id
                   JOIN evaluations e ON e.kernel_id = k.id AND {_LATEST_EVAL}
-                 WHERE i.round_id = r.id AND e.status = 'correct') AS best
+                 WHERE i.round_id = r.id AND (e.status = 'correct'
+                       OR (e.status = 'flagged' AND k.cleared = 1))) AS best
         FROM rounds r WHERE r.session_id = ? ORDER BY r.n""", [session_id])
 
 
@@ -153,17 +154,6 @@ def session_cost(store: Store, session_id: int) -> dict:
                                  coalesce(sum(tokens_out), 0) AS tokens_out,
                                  coalesce(sum(cost_usd), 0.0) AS cost_usd
                           FROM llm_calls WHERE session_id = ?""", [session_id]) or {}
-
-
-def best_kernel(store: Store, session_id: int) -> int | None:
-    """The session's fastest unpruned kernel that counts as correct (latest verdict correct,
-    or flagged and cleared by a human; see workbench.kernel_report.counts_as_correct)."""
-    row = _one(store, f"""
-        SELECT k.id FROM kernels k JOIN evaluations e ON e.kernel_id = k.id AND {_LATEST_EVAL}
-        WHERE k.session_id = ? AND k.pruned = 0
-          AND (e.status = 'correct' OR (e.status = 'flagged' AND k.cleared = 1))
-        ORDER BY e.speedup_eager DESC LIMIT 1""", [session_id])
-    return row["id"] if row else None
 
 
 def latest_session(store: Store, problem_id: int | None = None) -> dict | None:

@@ -21,15 +21,17 @@ def bars(best: list[float | None]) -> Text:
 
 
 class RoundPlot(Static):
-    def show(self, best: list[float | None]) -> None:
-        if not best:
+    def show(self, rounds: list[tuple[int, float | None]]) -> None:
+        """`rounds`: (round number, best speedup vs eager or None) in order."""
+        if not rounds:
             self.update(Text("best/round  (no rounds yet)", "dim"))
             return
+        best = [b for _, b in rounds]
         line = Text("best/round ", "dim")
         line.append_text(bars(best[-48:]))  # the newest rounds fit at 80 columns
         top = max((b for b in best if b is not None), default=None)
-        last = best[-1]
-        line.append(f"  r{len(best)} {'-' if last is None else f'{last:.2f}x'}")
+        n, last = rounds[-1]
+        line.append(f"  r{n} {'-' if last is None else f'{last:.2f}x'}")
         if top is not None:
             line.append(f"  max {top:.2f}x", "bold")
         self.update(line)

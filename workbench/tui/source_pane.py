@@ -23,6 +23,7 @@ class SourcePane(ScrollableContainer, can_focus=True):
         super().__init__(**kwargs)
         self.store = store
         self.kernel_id: int | None = None
+        self.shown = ""  # the text on display, plain (what a test or a copy wants)
         self._placeholder = "Select a kernel in the tree."
 
     def compose(self):
@@ -54,6 +55,7 @@ class SourcePane(ScrollableContainer, can_focus=True):
         row = queries.kernel(self.store, kernel_id) if kernel_id is not None else None
         if row is None:
             self.border_title = "source"
+            self.shown = self._placeholder
             text.update(self._placeholder)
             return
         what = "CUDA" if self.mode == "cuda" else "Python"
@@ -64,15 +66,18 @@ class SourcePane(ScrollableContainer, can_focus=True):
             parent = queries.kernel(self.store, row["parent_id"]) if row["parent_id"] else None
             if parent is None:
                 self.border_title = f"k{kernel_id} · {what} · no parent to diff against"
+                self.shown = body
                 text.update(Syntax(body, self._lexer(), theme=self._theme(), line_numbers=True))
                 return
             before = (self._cuda(parent["id"], parent["source"]) if self.mode == "cuda"
                       else parent["source"])
             patch = sources.unified_diff(before, body, f"k{parent['id']}", f"k{kernel_id}")
             self.border_title = f"k{kernel_id} · {what} · diff vs k{parent['id']}"
+            self.shown = patch or "(identical)"
             text.update(Syntax(patch or "(identical)", "diff", theme=self._theme()))
             return
         self.border_title = f"k{kernel_id} · {what}"
+        self.shown = body
         text.update(Syntax(body, self._lexer() if "CUDA" == what else "python",
                            theme=self._theme(), line_numbers=True))
 

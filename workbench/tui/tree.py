@@ -13,6 +13,7 @@ from textual.binding import Binding
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
+from workbench.search import best_kernel
 from workbench.store import Store
 from workbench.tui import glyphs, queries
 
@@ -128,7 +129,8 @@ class KernelTree(Tree[NodeRef]):
         if session_id is None:
             return None
         if session_id not in self._best:
-            self._best[session_id] = queries.best_kernel(self.store, session_id)
+            row = best_kernel(self.store, session_id)
+            self._best[session_id] = row["id"] if row else None
         return self._best[session_id]
 
     def node_for(self, kind: str, row_id: int) -> TreeNode[NodeRef] | None:
