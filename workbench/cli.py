@@ -181,3 +181,8 @@ main.add_command(tui)
 from workbench.tui.command import tui  # noqa: E402
 
 main.add_command(tui)
+
+# `run`: the search loop, headless (heavy imports inside the command).
+from workbench.headless import run  # noqa: E402
+
+main.add_command(run)

@@ -619,6 +619,8 @@ class Engine:
                 except CancelledError:
                     raise _Stop(self._stop_reason or "cancelled") from None
                 except Exception as e:  # noqa: BLE001 - the executor's failure, not the kernel's
+                    if self._cancel.is_set():   # e.g. the pool was shut down to stop quickly
+                        raise _Stop(self._stop_reason or "cancelled") from None
                     raise _Stop(f"verifier failed on kernel {kid}: {type(e).__name__}: {e}") \
                         from None
                 verdict = {**empty_verdict(verdict.get("status", "crashed")), **verdict}

@@ -1,0 +1,311 @@
+"""`kernel-workbench run`: the search loop in the terminal, with progress lines and a final table.
+
+Heavy modules (torch, the SDKs, the verifier pool) load inside the command, so `--help` is fast.
+"""
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+
+import click
+
+from workbench.llm.factory import PROVIDERS
+
+_SEARCH_FLAGS = ("rounds", "ideas", "impls", "top_k", "repairs", "review", "budget_usd",
+                 "budget_tokens")
+_PROVIDER_FLAGS = ("reasoning_effort", "thinking_budget", "timeout_s", "retries", "concurrency")
+
+
+def _fail(message: str, code: int = 2) -> None:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
+def _gpu_list(values: tuple[str, ...]) -> list[int] | None:
+    gpus = [int(v) for value in values for v in value.split(",") if v.strip()]
+    return gpus or None
+
+
+def make_executor(gpus: list[int] | None, on_phase):
+    """The local verifier pool (a function so tests can put a double in its place)."""
+    from workbench.gpu.pool import LocalPool
+
+    return LocalPool(gpus=gpus, on_phase=on_phase)
+
+
+class Printer:
+    """Turns engine events into progress lines (engine threads call it; one line at a time)."""
+
+    def __init__(self, store):
+        self.store = store
+        self.lock = threading.Lock()
+        self.verifying = 0
+
+    def line(self, text: str) -> None:
+        with self.lock:
+            click.echo(text)
+
+    def phase(self, label: str, phase: str) -> None:
+        self.line(f"  {label}: {phase.replace('_', ' ')}")
+
+    def __call__(self, event) -> None:
+        from workbench import events as ev
+
+        if isinstance(event, ev.RoundStarted):
+            self.line(f"== round {event.n} ==")
+        elif isinstance(event, ev.Progress):
+            self.line(f"  {event.text}")
+        elif isinstance(event, ev.IdeaAdded):
+            idea = self.store.get("ideas", event.idea_id)
+            self.line(f"  idea {idea['id']} [{idea['kind'] or '?'}] {_clip(idea['text'], 100)}")
+        elif isinstance(event, ev.KernelAdded):
+            k = self.store.get("kernels", event.kernel_id)
+            what = f"repair {k['attempt']} of kernel {k['parent_id']}" if k["origin"] == "repair" \
+                else f"idea {k['idea_id']}"
+            self.line(f"  kernel {k['id']} written ({what})")
+        elif isinstance(event, ev.EvaluationStarted):
+            with self.lock:
+                self.verifying += 1
+            self.line(f"  kernel {event.kernel_id}: verifying ({self.verifying} in the verifier)")
+        elif isinstance(event, ev.VerdictReady):
+            with self.lock:
+                self.verifying = max(0, self.verifying - 1)
+            speed = f" {event.speedup_eager:.2f}x vs eager" if event.speedup_eager else ""
+            error = (self.store.latest_evaluation(event.kernel_id) or {}).get("error")
+            tail = f": {_clip(error.splitlines()[0], 100)}" if error and event.status != \
+                "correct" else ""
+            self.line(f"  kernel {event.kernel_id}: {event.status}{speed}{tail}")
+        elif isinstance(event, ev.LLMCallDone):
+            cost = f", ${event.cost_usd:.4f}" if event.cost_usd is not None else ""
+            tokens = (f"{event.tokens_in or 0:,} in / {event.tokens_out or 0:,} out tokens{cost}"
+                      if event.tokens_in is not None else "no usage reported")
+            error = f" — {event.error}" if event.error else ""
+            self.line(f"  llm {event.purpose} #{event.call_id}: {tokens}{error}")
+        elif isinstance(event, ev.ReviewNeeded):
+            self.line(f"  {len(event.idea_ids)} ideas wait for review")
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+def terminal_review(store, idea_ids: list[int]) -> None:
+    """Approve, edit or veto each idea at the terminal; '+' adds a hand-written idea."""
+    from workbench import control
+
+    approve_rest = False
+    for idea_id in idea_ids:
+        idea = store.get("ideas", idea_id)
+        if approve_rest:
+            control.approve_idea(store, idea_id)
+            continue
+        seed = f"kernel {idea['seed_kernel_id']}" if idea["seed_kernel_id"] else "reference"
+        click.echo(f"\nidea {idea_id} [{idea['kind'] or '?'}] (from {seed}):\n  {idea['text']}")
+        while True:
+            choice = click.prompt("  [a]pprove, [e]dit, [v]eto, [A]pprove all, [+] add an idea",
+                                  type=click.Choice(["a", "e", "v", "A", "+"]), default="a",
+                                  show_choices=False)
+            if choice != "+":
+                break
+            text = click.prompt("  new idea")
+            new_id = control.add_idea(store, idea["round_id"], text,
+                                      seed_kernel_id=idea["seed_kernel_id"])
+            click.echo(f"  added idea {new_id}")
+        if choice == "e":
+            control.edit_idea(store, idea_id, click.prompt("  text", default=idea["text"]))
+        elif choice == "v":
+            control.veto_idea(store, idea_id)
+        else:
+            control.approve_idea(store, idea_id)
+            approve_rest = choice == "A"
+
+
+def print_table(store, session_id: int) -> None:
+    from workbench.search import best_kernel, session_table
+
+    rows = session_table(store, session_id)
+    click.echo(f"\n{'round':>5} {'idea':>5} {'kernel':>6}  {'status':<14} {'time ms':>10} "
+               f"{'speedup':>8}")
+    for r in rows:
+        time_ms = f"{r['time_ms']:.4f}" if r["time_ms"] is not None else "-"
+        speed = f"{r['speedup_eager']:.2f}x" if r["speedup_eager"] else "-"
+        status = r["status"] + (" (pruned)" if r["pruned"] else "")
+        rnd = "-" if r["round"] is None else r["round"]
+        idea = "-" if r["idea"] is None else r["idea"]
+        click.echo(f"{rnd:>5} {idea:>5} {r['kernel']:>6}  {status:<14} {time_ms:>10} {speed:>8}")
+    best = best_kernel(store, session_id)
+    if best:
+        speed = f" ({best['speedup_eager']:.2f}x vs eager)" if best["speedup_eager"] else ""
+        click.echo(f"best kernel: {best['id']}{speed}")
+    else:
+        click.echo("best kernel: none passed yet")
+
+
+@click.command("run")
+@click.argument("problem", required=False)
+@click.option("--provider", type=click.Choice(PROVIDERS), help="Which LLM API to use.")
+@click.option("--model", help="Model name, e.g. o3 or gemini-2.5-pro.")
+@click.option("--base-url", help="API base URL (proxies, gateways, local servers).")
+@click.option("--reasoning-effort", type=click.Choice(["minimal", "low", "medium", "high"]),
+              help="OpenAI reasoning models: how hard to think.")
+@click.option("--thinking-budget", type=int, help="Gemini: thinking tokens per call.")
+@click.option("--rounds", type=int, help="Rounds R (default 5).")
+@click.option("--ideas", type=int, help="Ideas N per seed per round (default 4).")
+@click.option("--impls", type=int, help="Implementations M per idea (default 2).")
+@click.option("--top-k", type=int, help="Best kernels that seed the next round (default 4).")
+@click.option("--repairs", type=int, help="Repair attempts per failed kernel (default 1).")
+@click.option("--review/--no-review", default=None, help="Pause after ideation for approval.")
+@click.option("--budget-usd", type=float, help="Stop when the session has spent this much.")
+@click.option("--budget-tokens", type=int, help="Stop when the session has used this many tokens.")
+@click.option("--atol", type=float, help="Absolute tolerance (default: the problem's).")
+@click.option("--rtol", type=float, help="Relative tolerance (default: the problem's).")
+@click.option("--no-gpu", is_flag=True, help="Compile and static guards only; kernels unverified.")
+@click.option("--gpu", "gpus", multiple=True, help="GPU index to use (repeat or comma-separate).")
+@click.option("--timeout", "timeout_s", type=float, help="Seconds per LLM call (default 600).")
+@click.option("--retries", type=int, help="Retries on 429/5xx/timeouts (default 4).")
+@click.option("--concurrency", type=int, help="LLM calls at once (default 4).")
+@click.option("--prices", "prices_path", type=click.Path(dir_okay=False),
+              help="Price table (TOML) overriding the built-in one.")
+@click.option("--prompts", "prompts_dir", type=click.Path(file_okay=False),
+              help="Directory of prompt templates overriding the packaged ones.")
+@click.option("--resume", "resume_id", type=int, help="Continue session N where it stopped.")
+@click.option("--db", "db_path", type=click.Path(dir_okay=False), default=None,
+              help="SQLite database (default: $KERNEL_WORKBENCH_DB or ./kernels.db).")
+def run(problem: str | None, provider: str | None, model: str | None, base_url: str | None,
+        atol: float | None, rtol: float | None, no_gpu: bool, gpus: tuple[str, ...],
+        prices_path: str | None, prompts_dir: str | None, resume_id: int | None,
+        db_path: str | None, **flags) -> None:
+    """Search for fast kernels for PROBLEM: rounds of LLM ideas and implementations, verified."""
+    from workbench.llm import ProviderError, load_config, make_provider
+    from workbench.llm.base import redact_url
+    from workbench.llm.prices import PriceError, PriceTable
+    from workbench.llm.prompts import PromptError, Prompts
+    from workbench.problems import ProblemError, load_problem
+    from workbench.search import (Engine, SearchError, SearchSettings, new_session,
+                                  problem_of, resume_session)
+    from workbench.store import Store
+
+    search_flags = {k: flags[k] for k in _SEARCH_FLAGS if flags[k] is not None}
+    provider_flags = {k: flags[k] for k in _PROVIDER_FLAGS if flags[k] is not None}
+    try:
+        gpu_list = _gpu_list(gpus)
+    except ValueError:
+        _fail("--gpu takes GPU indexes, e.g. --gpu 0 --gpu 1 or --gpu 0,1")
+    try:
+        config = load_config()
+        prices = PriceTable.load(prices_path or config.get("prices"))
+        prompts = Prompts(prompts_dir)
+    except (ProviderError, PriceError, PromptError) as e:
+        _fail(str(e))
+
+    if resume_id is not None:
+        store = Store(db_path)
+        found = store.rows("sessions", "id = ?", [resume_id])
+        if not found:
+            _fail(f"no session {resume_id} in {store.path}")
+        session = found[0]
+        stored = store.settings(resume_id)
+        eval_overrides = {k: v for k, v in (("atol", atol), ("rtol", rtol)) if v is not None}
+        if no_gpu:
+            eval_overrides["no_gpu"] = True
+        options = {**stored.get("provider_options", {}), **provider_flags}
+        name = provider or session["provider"]
+        model = model or session["model"]
+        base_url = base_url or session["base_url"]
+        if not problem_arg_matches(problem, store, resume_id):
+            _fail(f"session {resume_id} is for problem {problem_of(store, resume_id).name}, "
+                  f"not {problem}")
+    else:
+        if not problem:
+            _fail("give a PROBLEM (a library name or a file) or --resume SESSION")
+        name = provider or config.get("provider")
+        model = model or config.get("model")
+        base_url = base_url or config.get("base_url")
+        options = {**{k: config[k] for k in _PROVIDER_FLAGS if k in config}, **provider_flags}
+    try:
+        llm = make_provider(name, model, base_url, prices=prices, **options)
+    except ProviderError as e:
+        _fail(str(e))
+    if resume_id is None:
+        store = Store(db_path)   # opened only once the run can start: no stray kernels.db
+
+    if resume_id is not None:
+        eval_settings = {**stored.get("eval", {}), **eval_overrides}
+        resume_session(store, resume_id, provider_options=options, eval=eval_settings,
+                       **search_flags)
+        store.update("sessions", resume_id, provider=name, model=model,
+                     base_url=redact_url(base_url))
+        session_id = resume_id
+    else:
+        from workbench.gpu.executor import EvalSettings
+
+        try:
+            prob = load_problem(problem)
+        except ProblemError as e:
+            _fail(str(e))
+        settings = SearchSettings.from_dict(search_flags)
+        settings.eval = EvalSettings(atol=atol, rtol=rtol, no_gpu=no_gpu)
+        session_id = new_session(store, prob, name, model, base_url, settings,
+                                 provider_options=llm.options())
+
+    printer = Printer(store)
+    try:
+        executor = make_executor(gpu_list, printer.phase)
+    except ImportError as e:
+        _fail(f"the local verifier is not available: {e}")
+    try:
+        engine = Engine(store, session_id, llm, executor, on_event=printer, prompts=prompts)
+    except SearchError as e:
+        executor.shutdown(cancel=True)
+        _fail(str(e))
+    s = engine.settings
+    budget = (f", budget ${s.budget_usd:g}" if s.budget_usd is not None else "") + \
+        (f", budget {s.budget_tokens:,} tokens" if s.budget_tokens is not None else "")
+    click.echo(f"session {session_id}: {engine.problem.name} with {llm.describe()}; "
+               f"{s.rounds} rounds x {s.ideas} ideas x {s.impls} impls, top {s.top_k}, "
+               f"{s.repairs} repairs{budget}" + (", no GPU (unverified)" if s.eval.no_gpu else ""))
+    def interrupt(signum, frame) -> None:
+        # The first Ctrl-C stops cleanly (off the signal handler, which may not take locks);
+        # a second one quits at once, and --resume picks up from the store either way.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        printer.line("interrupted: stopping after the LLM calls in flight (Ctrl-C again to "
+                     "quit now)")
+
+        def stop() -> None:
+            engine.cancel("interrupted")
+            executor.shutdown(cancel=True)
+
+        threading.Thread(target=stop, daemon=True).start()
+
+    previous = signal.signal(signal.SIGINT, interrupt)
+    try:
+        outcome = engine.run(review=(lambda ids: terminal_review(store, ids))
+                             if s.review else None)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        executor.shutdown(cancel=True)
+
+    print_table(store, session_id)
+    session = store.get("sessions", session_id)
+    again = f"kernel-workbench run --resume {session_id}" + (f" --db {db_path}" if db_path else "")
+    if outcome == "finished":
+        click.echo(f"session {session_id} finished")
+        return
+    if outcome == "review":
+        click.echo(f"ideas still wait for review; continue with: {again}")
+    else:
+        click.echo(f"session {session_id} stopped: {session['stop_reason']}")
+        click.echo(f"resume with: {again}")
+    sys.exit(1)
+
+
+def problem_arg_matches(problem: str | None, store, session_id: int) -> bool:
+    """With --resume, a PROBLEM argument is optional but must name the session's problem."""
+    if not problem:
+        return True
+    from pathlib import Path
+
+    from workbench.search import problem_of
+
+    return Path(problem).stem == problem_of(store, session_id).name
