@@ -54,7 +54,10 @@ class Problem:
 
 
 def library_dir() -> Path:
-    return Path(str(importlib.resources.files("workbench.library")))
+    try:
+        return Path(str(importlib.resources.files("workbench.library")))
+    except ModuleNotFoundError:  # running from a source checkout that was never installed
+        return Path(__file__).resolve().parent.parent / "problems"
 
 
 def library_paths() -> list[Path]:
