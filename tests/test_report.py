@@ -1,4 +1,4 @@
-"""The session report: its numbers are the store's, fast_p and the geometric mean follow from them."""
+"""The session report: its numbers are the store's; fast_p and the geometric mean follow."""
 from __future__ import annotations
 
 import hashlib
@@ -100,7 +100,8 @@ def test_fast_p_and_geomean_follow_from_the_store(world):
     expected = {f"{p:g}": sum(1 for s in best.values() if s is not None and (p == 0 or s > p))
                 / total for p in FAST_P}
     assert report["fast_p"] == expected
-    assert report["fast_p"]["0"] == pytest.approx(2 / 3) and report["fast_p"]["2"] == pytest.approx(1 / 3)
+    assert report["fast_p"]["0"] == pytest.approx(2 / 3)
+    assert report["fast_p"]["2"] == pytest.approx(1 / 3)
     assert report["geomean_speedup_eager"] == pytest.approx(math.sqrt(1.9 * 3.0))
     assert (report["geomean_over_problems"], report["problems_total"]) == (2, 3)
 

@@ -52,7 +52,8 @@ def _resolve(node: ast.expr, scopes: list[dict[str, ast.expr]], depth: int = 0):
                 return _resolve(scope[node.id], scopes, depth + 1)
         raise _Unresolved(f"`{node.id}` is not bound to a literal")
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        left, right = _resolve(node.left, scopes, depth + 1), _resolve(node.right, scopes, depth + 1)
+        left = _resolve(node.left, scopes, depth + 1)
+        right = _resolve(node.right, scopes, depth + 1)
         if type(left) is type(right) and isinstance(left, (str, list)):
             return left + right
         raise _Unresolved("`+` of values that are not both strings or both lists")

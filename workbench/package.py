@@ -72,7 +72,7 @@ def package_files(module: str, extensions: list[dict], banner: str) -> dict[str,
     return files
 
 
-SETUP_PY = '''"""Builds the extension against the torch already installed: pip install --no-build-isolation ."""
+SETUP_PY = '''"""Builds against the torch already installed: pip install --no-build-isolation ."""
 import sys
 
 from setuptools import setup

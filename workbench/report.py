@@ -33,7 +33,8 @@ def select_sessions(store: Store, selectors: list[str]) -> list[dict]:
             chosen[session["id"]] = session
             continue
         problems = store.rows("problems", "name = ?", [sel])
-        sessions = [s for p in problems for s in store.rows("sessions", "problem_id = ?", [p["id"]])]
+        sessions = [s for p in problems
+                    for s in store.rows("sessions", "problem_id = ?", [p["id"]])]
         if not sessions:
             raise ReportError(f"{sel}: neither a session id nor a problem with sessions in "
                               f"{store.path}")
@@ -129,7 +130,8 @@ def _bar(value: float | None, top: float) -> str:
     if not value or top <= 0:
         return ""
     eighths = round(BAR_WIDTH * 8 * min(value, top) / top)
-    return "█" * (eighths // 8) + ("", "▏", "▎", "▍", "▌", "▋", "▊", "▉")[eighths % 8]
+    partial = ("", "▏", "▎", "▍", "▌", "▋", "▊", "▉")[eighths % 8]
+    return "█" * (eighths // 8) + partial
 
 
 def _x(value: float | None) -> str:
@@ -146,13 +148,15 @@ def render_text(report: dict) -> str:
         if b:
             out.append(f"  best: kernel {b['kernel_id']} (round {b['round']}): "
                        f"{_x(b['speedup_eager'])} vs eager, {_x(b['speedup_compile'])} vs "
-                       f"torch.compile, " + ("-" if b["time_ms"] is None else f"{b['time_ms']:.4f} ms"))
+                       "torch.compile, "
+                       + ("-" if b["time_ms"] is None else f"{b['time_ms']:.4f} ms"))
         else:
             out.append("  best: no correct kernel")
         top = max([r["best_so_far_speedup_eager"] or 0 for r in s["rounds"]] + [1.0])
         out.append(f"  speedup vs eager by round (bar: best so far, scale 0..{top:.2f}x):")
         for r in s["rounds"]:
-            out.append(f"  {r['round']:>4} {_bar(r['best_so_far_speedup_eager'], top):<{BAR_WIDTH + 1}}"
+            bar = _bar(r["best_so_far_speedup_eager"], top)
+            out.append(f"  {r['round']:>4} {bar:<{BAR_WIDTH + 1}}"
                        f" {_x(r['best_so_far_speedup_eager']):>8}  (this round "
                        f"{_x(r['best_speedup_eager'])}, {r['correct']}/{r['kernels']} correct)")
         out.append("")
@@ -175,6 +179,6 @@ def render_text(report: dict) -> str:
         out.append("geometric-mean speedup vs eager: none (no problem has a correct, timed kernel)")
     else:
         out.append(f"geometric-mean speedup vs eager: {report['geomean_speedup_eager']:.3f}x, over "
-                   f"the {report['geomean_over_problems']} of {total} problem(s) with a correct, timed "
-                   "kernel (the best kernel of each)")
+                   f"the {report['geomean_over_problems']} of {total} problem(s) with a correct, "
+                   "timed kernel (the best kernel of each)")
     return "\n".join(out) + "\n"
