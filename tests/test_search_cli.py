@@ -81,3 +81,16 @@ def test_bad_input_is_one_line(setup):
         result = invoke([*args, "--db", str(db)])
         assert result.exit_code == 2 and text in result.output
         assert "Traceback" not in result.output
+
+
+def test_provider_from_the_config_file(setup, tmp_path):
+    problem, base, db, server = setup
+    config = tmp_path / "config" / "kernel-workbench"
+    config.mkdir(parents=True)
+    (config / "config.toml").write_text(
+        f'[llm]\nprovider = "openai-compatible"\nmodel = "from-config"\n'
+        f'base_url = "{server.openai_url}"\nretries = 0\n')
+    result = invoke(["run", problem, "--rounds", "1", "--ideas", "1", "--impls", "1",
+                     "--db", str(db)])
+    assert result.exit_code == 0, result.output
+    assert {r.body["model"] for r in server.requests} == {"from-config"}

@@ -139,7 +139,8 @@ def test_two_rounds_end_to_end(env):
     ideate1 = calls(store, sid, "ideate")[1]["prompt"]
     assert f"Kernel {best0[0]}" in ideate1 and "2.00x vs PyTorch eager" in ideate1
     assert f"[memory] {memory} → correct, 2.00x vs eager" in ideate1
-    assert "untried" not in ideate1 and "asynchrony" in ideate1.split("Favour kinds")[1]
+    favour = ideate1.split("Favour kinds not tried yet in this session: ")[1].split(".")[0]
+    assert favour == "asynchrony, precision, compute"
     # Implementation prompts carry our compile conventions.
     impl = calls(store, sid, "implement")[0]["prompt"]
     assert "class ModelNew(nn.Module)" in impl and "load_inline" in impl

@@ -607,8 +607,14 @@ class Engine:
                 raise _Stop(self._stop_reason or "cancelled")
             source = self.store.get("kernels", kid)["source"]
             request = request_for(self.problem, source, self.settings.eval, label=f"kernel {kid}")
+            try:
+                future = self.executor.submit(request)
+            except Exception as e:  # noqa: BLE001 - e.g. a pool shut down to stop quickly
+                if self._cancel.is_set():
+                    raise _Stop(self._stop_reason or "cancelled") from None
+                raise _Stop(f"verifier unavailable: {type(e).__name__}: {e}") from None
             with self._lock:
-                future = self._futures[kid] = self.executor.submit(request)
+                self._futures[kid] = future
             self._emit(events.EvaluationStarted(kid))
             submitted.append((kid, future))
         verdicts = []
