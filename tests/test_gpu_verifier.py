@@ -91,7 +91,7 @@ def test_honest_kernels_are_timed_with_confidence(verdicts):
         assert v["speedup_eager_ci95"][0] <= v["speedup_eager"] <= v["speedup_eager_ci95"][1]
         # Memory-bound ops: an honest kernel sits at or above the floor, never far below it.
         assert v["time_ms"] >= 0.85 * v["floor_ms"]
-        assert v["max_rel_err"] < 1e-4
+        assert v["max_rel_err"] < 1e-3  # of the output's RMS: fp32-accurate, not fp16
 
 
 def test_crash_verdicts_say_what_happened(verdicts):

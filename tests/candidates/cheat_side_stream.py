@@ -1,4 +1,6 @@
-# Cheat 5: do the work on a side stream so events on the current stream miss it.
+# Cheat 5: do the work on a side stream so events on the current stream miss it. The side
+# stream waits for the inputs but nothing waits for it: results are right after a device-wide
+# sync, yet the timed call returns before the kernel ends.
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
@@ -30,4 +32,5 @@ class ModelNew(nn.Module):
         self.side = torch.cuda.Stream()
 
     def forward(self, x):
+        self.side.wait_stream(torch.cuda.current_stream())
         return ext.silu(x, self.side.cuda_stream)

@@ -11,9 +11,10 @@ import torch
 
 GLOBAL_NAME = re.compile(
     r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(?:static\s+)?(?:\w+\s+)*?(\w+)\s*(?:<[^>]*>)?\s*\(")
-# Kernels PyTorch, cuBLAS, cuDNN or Triton run on the candidate's behalf.
-LIBRARY_KERNEL = re.compile(r"at::native|at::cuda|cutlass|cublas|cudnn|gemm|xmma|sm\d+_|triton_|"
-                            r"implicit_convolve|winograd|cudnn|fft", re.IGNORECASE)
+# Kernels PyTorch, cuBLAS, cuDNN or Triton run on the candidate's behalf. The sure markers are
+# checked before the candidate's own names (at::native's SiLU kernel is called silu_kernel too).
+LIBRARY_SURE = re.compile(r"at::native|at::cuda|cutlass|cublas|cudnn|xmma|triton_", re.IGNORECASE)
+LIBRARY_LIKELY = re.compile(r"gemm|sm\d+_|implicit_convolve|winograd|fft", re.IGNORECASE)
 
 
 def watched_objects() -> dict[str, object]:
@@ -73,9 +74,11 @@ def attribute(kernels: list[tuple[str, float]], ours: list[str]) -> tuple[float,
     own = lib = other = 0.0
     patterns = [re.compile(rf"\b{re.escape(k)}\b") for k in ours]
     for name, us in kernels:
-        if any(p.search(name) for p in patterns):
+        if LIBRARY_SURE.search(name):
+            lib += us
+        elif any(p.search(name) for p in patterns):
             own += us
-        elif LIBRARY_KERNEL.search(name):
+        elif LIBRARY_LIKELY.search(name):
             lib += us
         else:
             other += us

@@ -59,6 +59,8 @@ def run(job: dict, chan: Channel) -> dict:
     chan.send("phase", phase="compiling")
     recorder = buildhook.BuildRecorder()
     buildhook.install(Path(job["cache_dir"]), recorder)
+    import torch._dynamo  # noqa: F401 - it rewraps torch functions on import; snapshot after that
+
     from workbench.gpu import runtime_guards as rg
 
     watched = rg.watched_objects()
