@@ -374,3 +374,16 @@ def test_no_gpu_marks_unverified_and_still_seeds(env):
     assert statuses == {"unverified"}
     seeds = json.loads(store.rows("rounds", "session_id = ? and n = 1", [sid])[0]["seeds"])
     assert seeds != [None]
+
+
+def test_the_same_engine_continues_after_resume_with_new_settings(env):
+    store, problem, server = env
+    server.responder = Script()
+    sid, engine = start(store, problem, server, rounds=1, ideas=2, impls=2, budget_tokens=150)
+    assert engine.ideate() is not None               # the one call the budget allows
+    assert engine.implement() == []                  # stops instead of raising
+    assert "budget reached" in store.get("sessions", sid)["stop_reason"]
+    assert engine.step() is False
+    resume_session(store, sid, budget_tokens=10_000)
+    assert engine.run() == "finished"
+    assert len(calls(store, sid, "implement")) == 4

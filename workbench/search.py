@@ -155,6 +155,7 @@ class Engine:
         self._lock = threading.Lock()
         self._futures: dict[int, Future] = {}
         self._calls_in_flight = 0
+        self._active = 0              # public pieces of work running now
         # Budget check and call share one slot and the running totals count each answer before
         # the slot is released, so concurrent calls overshoot a budget by at most `concurrency`.
         self._slots = threading.Semaphore(provider.concurrency if provider else 1)
@@ -238,8 +239,7 @@ class Engine:
     # -- driving ---------------------------------------------------------------------------------
     def step(self) -> bool:
         """Do the next piece of work; False when finished, stopped or waiting for review."""
-        if self._cancel.is_set():
-            self._stop(self._stop_reason or "cancelled")
+        if not self._begin():
             return False
         action = self.next_action()
         if action in ("stopped", "finished"):
@@ -251,22 +251,58 @@ class Engine:
             latest = self._latest_round()
             self._emit(events.ReviewNeeded(latest["id"] if latest else 0, self.pending_review()))
             return False
+        work = {"ideate": self._ideate, "implement": self._implement,
+                "evaluate": lambda: self._evaluate(self._unevaluated()),
+                "repair": lambda: self._repair(self._repairable())}[action]
+        self._work(work, None)
+        return self.store.get("sessions", self.session_id)["status"] == "running"
+
+    # The public pieces: each stops the session cleanly (one-line reason) instead of raising.
+    def ideate(self) -> int | None:
+        """Ideate for the latest round's remaining seeds, or start the next round: its id
+        (None when the session is stopped; SessionStopped says why)."""
+        return self._work(self._ideate, None)
+
+    def implement(self, round_id: int | None = None) -> list[int]:
+        """Write the missing implementations of approved ideas (of one round, or all), verify
+        each as soon as it is written, and repair failures within the repair budget."""
+        return self._work(lambda: self._implement(round_id), [])
+
+    def evaluate(self, kernel_ids: list[int]) -> list[dict]:
+        """Verify kernels through the executor and store each verdict as it arrives."""
+        return self._work(lambda: self._evaluate(kernel_ids), [])
+
+    def repair(self, kernel_ids: list[int]) -> list[int]:
+        """Ask for fixes of failed kernels (one attempt each, then verify; chains continue)."""
+        return self._work(lambda: self._repair(kernel_ids), [])
+
+    def _begin(self) -> bool:
+        """May work start? Not on a stopped or finished session. A session resumed since this
+        engine last stopped runs again, with its settings re-read (e.g. a larger budget)."""
+        with self._lock:
+            if self.store.get("sessions", self.session_id)["status"] != "running":
+                return False
+            if self._active == 0:
+                self._cancel.clear()
+                self._stop_reason = None
+                self.settings = SearchSettings.from_dict(self.store.settings(self.session_id))
+            return True
+
+    def _work(self, fn: Callable[[], Any], default: Any) -> Any:
+        if not self._begin():
+            return default
+        with self._lock:
+            self._active += 1
         try:
-            if action == "ideate":
-                self.ideate()
-            elif action == "evaluate":
-                self.evaluate(self._unevaluated())
-            elif action == "repair":
-                self.repair(self._repairable())
-            else:
-                self.implement()
+            return fn()
         except (_Stop, PromptError) as e:
             self._stop(str(e))
-            return False
-        if self._stop_reason or self._cancel.is_set():
-            self._stop(self._stop_reason or "cancelled")
-            return False
-        return True
+            return default
+        finally:
+            with self._lock:
+                self._active -= 1
+            if self._cancel.is_set():
+                self._stop(self._stop_reason or "cancelled")
 
     def run(self, review: Callable[[list[int]], None] | None = None) -> str:
         """Step until finished or stopped; `review(idea_ids)` decides pending ideas when given.
@@ -289,11 +325,13 @@ class Engine:
         evaluations start, queued evaluations are cancelled; calls in flight still get stored."""
         with self._lock:
             self._stop_reason = self._stop_reason or reason
+            reason = self._stop_reason
+        self._stop(reason)
+        with self._lock:
+            self._cancel.set()
             futures = list(self._futures.values())
-        self._cancel.set()
         for future in futures:
             future.cancel()
-        self._stop(self._stop_reason)
 
     def _stop(self, reason: str) -> None:
         with self._lock:
@@ -453,8 +491,7 @@ class Engine:
                 [self.session_id, self.settings.top_k])] or [None]
         return best + [p for p in pinned if p not in best]
 
-    def ideate(self) -> int:
-        """Ideate for the latest round's remaining seeds, or start the next round; its id."""
+    def _ideate(self) -> int:
         latest = self._latest_round()
         if latest is None or not self._seeds_to_ideate(latest):
             n = 0 if latest is None else latest["n"] + 1
@@ -498,9 +535,7 @@ class Engine:
         for idea_id in idea_ids:
             self._emit(events.IdeaAdded(idea_id))
 
-    def implement(self, round_id: int | None = None) -> list[int]:
-        """Write the missing implementations of approved ideas (of one round, or all), verify
-        each as soon as it is written, and repair failures within the repair budget."""
+    def _implement(self, round_id: int | None = None) -> list[int]:
         jobs = [(idea, slot) for idea, missing in self._implementable()
                 if round_id is None or idea["round_id"] == round_id
                 for slot in range(missing)]
@@ -560,7 +595,7 @@ class Engine:
     def _verify_and_repair(self, kernel_id: int) -> list[int]:
         chain = [kernel_id]
         while True:
-            verdict = self.evaluate([chain[-1]])[0]
+            verdict = self._evaluate([chain[-1]])[0]
             if verdict["status"] not in REPAIRABLE or chain[-1] not in self._repairable():
                 return chain
             repaired = self._repair_one(chain[-1])
@@ -568,8 +603,7 @@ class Engine:
                 return chain
             chain.append(repaired)
 
-    def repair(self, kernel_ids: list[int]) -> list[int]:
-        """Ask for fixes of failed kernels (one attempt each, then verify; chains continue)."""
+    def _repair(self, kernel_ids: list[int]) -> list[int]:
         results = self._parallel(self._repair_chain, [(k,) for k in kernel_ids])
         return [kid for chain in results for kid in chain]
 
@@ -599,8 +633,7 @@ class Engine:
         return self._store_kernel("repair", prompt, completion, idea, parent_id=kernel_id,
                                   attempt=kernel["attempt"] + 1, repaired_id=kernel_id)
 
-    def evaluate(self, kernel_ids: list[int]) -> list[dict]:
-        """Verify kernels through the executor and store each verdict as it arrives."""
+    def _evaluate(self, kernel_ids: list[int]) -> list[dict]:
         submitted = []
         for kid in kernel_ids:
             if self._cancel.is_set():
