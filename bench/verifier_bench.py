@@ -89,33 +89,31 @@ def main(out_path: str) -> None:
                 f"{statistics.median(comp):.1f} s / {max(comp):.1f} s |")
     rows.append(f"| batch of 20 submitted at once: wall / verified per minute | "
                 f"{wall:.0f} s / {60 * len(ok) / wall:.1f} ({len(ok)} of 20 verified) |")
-    warm, wall2 = batch(pool, problems, variants(), settings)
-    hits = [v["compile_s"] for v in warm if v.get("cache_hit")]
-    rows.append(f"| cache hit (same 20 again): median / max compile | "
-                f"{statistics.median(hits):.3f} s / {max(hits):.3f} s ({len(hits)} hits) |")
-    rows.append(f"| same batch, warm cache: wall / per minute | {wall2:.0f} s / "
-                f"{60 * len(warm) / wall2:.1f} |")
     phases = {}
-    for v in warm:
-        for k, s in (v.get("phase_s") or {}).items():
-            phases.setdefault(k, []).append(s)
-    rows.append("| eval phases per candidate (median s), compile excluded | " + ", ".join(
-        f"{k} {statistics.median(s):.2f}" for k, s in phases.items()) + " |")
+    for v in cold:
+        for k, sec in (v.get("phase_s") or {}).items():
+            phases.setdefault(k, []).append(sec)
+    rows.append("| eval phases per candidate on the GPU (median s), compile excluded | " + ", ".join(
+        f"{k} {statistics.median(sec):.2f}" for k, sec in phases.items()) + " |")
     statuses = {}
-    for v in cold + warm:
+    for v in cold:
         statuses[v["status"]] = statuses.get(v["status"], 0) + 1
-    rows.append(f"| verdicts over both batches | {json.dumps(statuses)} |")
+    rows.append(f"| verdicts of the batch | {json.dumps(statuses)} |")
 
     # Repeatability: the same kernel measured by separate workers.
-    rep_rows = []
+    rep_rows, hits = [], []
     for name, prob in (("silu_honest", "silu"), ("softmax_honest", "softmax")):
         src = (HERE / f"{name}.py").read_text()
         vs, _ = batch(pool, problems, [(prob, src)] * 3, settings)
         times = [v["time_ms"] for v in vs if v.get("time_ms")]
+        hits += [v["compile_s"] for v in vs if v.get("cache_hit")]
         spread = (max(times) - min(times)) / statistics.median(times) * 100
         rep_rows.append(f"| {name} | {', '.join(f'{t:.4f}' for t in times)} | {spread:.2f}% | "
                         f"{vs[0]['speedup_eager']:.3f} [{vs[0]['speedup_eager_ci95'][0]:.3f}, "
                         f"{vs[0]['speedup_eager_ci95'][1]:.3f}] | {vs[0]['floor_ms']:.4f} |")
+
+    rows.append(f"| cache hit (same source, new worker): median / max | "
+                f"{statistics.median(hits):.3f} s / {max(hits):.3f} s ({len(hits)} hits) |")
 
     # Reference ops: our eager/compile timings (reference submitted as a flagged candidate)
     # against triton.testing.do_bench.
