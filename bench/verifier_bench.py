@@ -70,6 +70,10 @@ with torch.no_grad():
 
 def main(out_path: str) -> None:
     rows: list[str] = []
+
+    def emit(row: str, into: list[str] = rows) -> None:
+        into.append(row)
+        print(row, flush=True)  # partial results survive a run cut short
     problems = {n: load_problem(n, smoke=False) for n in ["silu", "softmax", *CRFM]}
     cache = Path(tempfile.mkdtemp(prefix="kwb-bench-"))
     pool = LocalPool(cache_dir=cache)
@@ -79,26 +83,26 @@ def main(out_path: str) -> None:
     t = time.perf_counter()
     first, _ = batch(pool, problems, [("silu", (HERE / "silu_honest.py").read_text()
                                         .replace("132 * 32", "132 * 2"))], settings)
-    rows.append(f"| first build on this machine (incl. PCH of torch/extension.h) | "
+    emit(f"| first build on this machine (incl. PCH of torch/extension.h) | "
                 f"{first[0]['compile_s']:.1f} s |")
 
     cold, wall = batch(pool, problems, variants(), settings)
     comp = [v["compile_s"] for v in cold if v.get("compile_s") is not None]
     ok = [v for v in cold if v["status"] in ("correct", "flagged")]
-    rows.append(f"| cold compile, 20 distinct candidates built in parallel: median / max | "
+    emit(f"| cold compile, 20 distinct candidates built in parallel: median / max | "
                 f"{statistics.median(comp):.1f} s / {max(comp):.1f} s |")
-    rows.append(f"| batch of 20 submitted at once: wall / verified per minute | "
+    emit(f"| batch of 20 submitted at once: wall / verified per minute | "
                 f"{wall:.0f} s / {60 * len(ok) / wall:.1f} ({len(ok)} of 20 verified) |")
     phases = {}
     for v in cold:
         for k, sec in (v.get("phase_s") or {}).items():
             phases.setdefault(k, []).append(sec)
-    rows.append("| eval phases per candidate on the GPU (median s), compile excluded | " + ", ".join(
+    emit("| eval phases per candidate on the GPU (median s), compile excluded | " + ", ".join(
         f"{k} {statistics.median(sec):.2f}" for k, sec in phases.items()) + " |")
     statuses = {}
     for v in cold:
         statuses[v["status"]] = statuses.get(v["status"], 0) + 1
-    rows.append(f"| verdicts of the batch | {json.dumps(statuses)} |")
+    emit(f"| verdicts of the batch | {json.dumps(statuses)} |")
 
     # Repeatability: the same kernel measured by separate workers.
     rep_rows, hits = [], []
@@ -108,11 +112,11 @@ def main(out_path: str) -> None:
         times = [v["time_ms"] for v in vs if v.get("time_ms")]
         hits += [v["compile_s"] for v in vs if v.get("cache_hit")]
         spread = (max(times) - min(times)) / statistics.median(times) * 100
-        rep_rows.append(f"| {name} | {', '.join(f'{t:.4f}' for t in times)} | {spread:.2f}% | "
+        emit(f"| {name} | {', '.join(f'{t:.4f}' for t in times)} | {spread:.2f}% | "
                         f"{vs[0]['speedup_eager']:.3f} [{vs[0]['speedup_eager_ci95'][0]:.3f}, "
-                        f"{vs[0]['speedup_eager_ci95'][1]:.3f}] | {vs[0]['floor_ms']:.4f} |")
+                        f"{vs[0]['speedup_eager_ci95'][1]:.3f}] | {vs[0]['floor_ms']:.4f} |", rep_rows)
 
-    rows.append(f"| cache hit (same source, new worker): median / max | "
+    emit(f"| cache hit (same source, new worker): median / max | "
                 f"{statistics.median(hits):.3f} s / {max(hits):.3f} s ({len(hits)} hits) |")
 
     # Reference ops: our eager/compile timings (reference submitted as a flagged candidate)
@@ -125,8 +129,8 @@ def main(out_path: str) -> None:
         db = do_bench_ms(name)
         eager = v.get("ref_eager_ms")
         agree = f"{100 * (eager - db) / db:+.1f}%" if eager and db == db else "-"
-        ref_rows.append(f"| {name} | {eager or float('nan'):.3f} | {v.get('ref_compile_ms') or float('nan'):.3f} | "
-                        f"{db:.3f} | {agree} | {v.get('floor_ms') or float('nan'):.3f} | {v['status']} |")
+        emit(f"| {name} | {eager or float('nan'):.3f} | {v.get('ref_compile_ms') or float('nan'):.3f} | "
+                        f"{db:.3f} | {agree} | {v.get('floor_ms') or float('nan'):.3f} | {v['status']} |", ref_rows)
     ceilings = next((v.get("ceilings") for v in refs if v.get("ceilings")), {})
 
     import torch

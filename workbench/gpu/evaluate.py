@@ -6,6 +6,7 @@ import fcntl
 import json
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -50,7 +51,39 @@ def _ceilings(cache_dir: Path, Event) -> dict:
     return table[key]
 
 
-def evaluate(job: dict, candidate, recorder, watched: dict, threads_before: set, chan) -> dict:
+@dataclass
+class Reference:
+    problem: object
+    model: torch.nn.Module
+    compiled: object | None
+    compile_error: str | None
+    compile_s: float
+
+
+def prepare_reference(job: dict) -> Reference:
+    """Build the reference and torch.compile it before this worker's turn on the GPU: the
+    compile is seconds of CPU work (one reference call on the GPU), and doing it while another
+    candidate is timed keeps the GPU busy with measurements."""
+    torch.backends.cuda.matmul.allow_tf32 = False  # inductor reads these when it compiles
+    torch.backends.cudnn.allow_tf32 = False
+    problem = _exec_problem(job["problem_source"])
+    seeds = job["seeds"]
+    ref = _build(problem.Model, problem.get_init_inputs, seeds[0])
+    compiled, error = None, None
+    t = time.perf_counter()
+    if job["settings"].get("time_reference_compile", True):
+        try:
+            compiled = torch.compile(ref)
+            with torch.no_grad():
+                compiled(*inp.generate(problem, seeds[-1], "default"))
+            torch.cuda.synchronize()
+        except Exception as e:  # noqa: BLE001 - the candidate is still judged against eager
+            compiled, error = None, f"{type(e).__name__}: {e}"[:300]
+    return Reference(problem, ref, compiled, error, time.perf_counter() - t)
+
+
+def evaluate(job: dict, candidate, recorder, reference: Reference, watched: dict,
+             threads_before: set, chan) -> dict:
     Event, sync, clock = torch.cuda.Event, torch.cuda.synchronize, time.perf_counter
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -68,8 +101,10 @@ def evaluate(job: dict, candidate, recorder, watched: dict, threads_before: set,
             flags.append({"kind": kind, "reason": reason})
 
     t = clock()
-    problem = _exec_problem(job["problem_source"])
-    ref = _build(problem.Model, problem.get_init_inputs, seeds[0])
+    problem, ref = reference.problem, reference.model
+    phase_s["torch_compile"] = reference.compile_s
+    if reference.compile_error:
+        out["compile_reference_error"] = reference.compile_error
     cand = _build(candidate.ModelNew, problem.get_init_inputs, seeds[0])
     out["weights_aligned"] = _align_weights(ref, cand)
     phase_s["setup"] = clock() - t
@@ -141,6 +176,7 @@ def evaluate(job: dict, candidate, recorder, watched: dict, threads_before: set,
     # ---- guards that look inside one call --------------------------------------------
     base = inp.generate(problem, seeds[-1], "default")
     ours = rg.kernel_names([s for e in recorder.extensions for s in e["cuda_sources"]])
+    t = clock()
     try:
         with torch.no_grad():
             kernels = rg.profile_kernels(cand, inp.clone(base))
@@ -154,22 +190,14 @@ def evaluate(job: dict, candidate, recorder, watched: dict, threads_before: set,
                  f"PyTorch/cuBLAS/cuDNN kernels took {100 * lib / total:.0f}% of the GPU time")
     except Exception as e:  # noqa: BLE001 - no CUPTI: the static guards still stand
         out["profiler_error"] = str(e)[:300]
+    phase_s["profile"] = clock() - t
 
     # ---- timing ------------------------------------------------------------------------
     chan.send("phase", phase="timing")
     t = clock()
     contenders = {"candidate": cand, "eager": ref}
-    if settings.get("time_reference_compile", True):
-        try:
-            compiled = torch.compile(ref)
-            with torch.no_grad():
-                compiled(*inp.clone(base))
-            sync()
-            contenders["compile"] = compiled
-        except Exception as e:  # noqa: BLE001
-            out["compile_reference_error"] = str(e)[:300]
-    phase_s["torch_compile"] = clock() - t
-    t = clock()
+    if reference.compiled is not None:
+        contenders["compile"] = reference.compiled
     flush = timing.L2Flusher()
 
     def check(round_no: int, outputs: dict):

@@ -210,6 +210,8 @@ class LocalPool:
                 compiled = {k: msg[k] for k in ("compile_s", "cache_hit", "extensions",
                                                 "cache_key") if k in msg}
                 deadline = None
+            elif phase == "preparing":
+                deadline = time.monotonic() + s.run_timeout_s
             elif phase == "waiting_gpu":
                 deadline = None
             elif phase == "gpu":

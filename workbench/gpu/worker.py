@@ -82,16 +82,23 @@ def run(job: dict, chan: Channel) -> dict:
     if job["mode"] == "compile":
         return {"status": "compiled", **build}
 
-    chan.send("phase", phase="waiting_gpu")
-    import torch
+    import_threads = rg.new_threads(threads_before)
+    chan.send("phase", phase="preparing")
+    from workbench.gpu.evaluate import evaluate, prepare_reference
 
-    torch.cuda.init()  # context creation overlaps the previous candidate's turn on the GPU
+    reference = prepare_reference(job)
+    # Threads the harness started so far (torch.compile's) are not the candidate's.
+    threads_before = {t.ident for t in threading.enumerate()}
+    chan.send("phase", phase="waiting_gpu")
     with open(job["gpu_lock"], "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released by the kernel if this process dies
         chan.send("phase", phase="gpu")
-        from workbench.gpu.evaluate import evaluate
-
-        result = evaluate(job, candidate, recorder, watched, threads_before, chan)
+        result = evaluate(job, candidate, recorder, reference, watched, threads_before, chan)
+    if import_threads:
+        result.setdefault("flags", []).append({
+            "kind": "threads", "reason": "started threads at import: " + ", ".join(import_threads[:5])})
+        if result.get("status") == "correct":
+            result["status"] = "flagged"
     return {**build, **result}
 
 
