@@ -134,8 +134,10 @@ def main(out_path: str) -> None:
     ceilings = next((v.get("ceilings") for v in refs if v.get("ceilings")), {})
 
     import torch
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip()
+    import os
+
+    commit = os.environ.get("KWB_COMMIT") or subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     lines = [f"### Verifier benchmark — {time.strftime('%Y-%m-%d')}, {torch.cuda.get_device_name(0)}, "
              f"torch {torch.__version__}, CUDA {torch.version.cuda}, commit {commit or '?'}",
              "", "| measure | result |", "|---|---|", *rows, "",
