@@ -47,7 +47,14 @@ def changed(before: dict[str, object]) -> list[str]:
 
 
 def new_threads(before: set[int]) -> list[str]:
-    return [t.name for t in threading.enumerate() if t.ident not in before and t.is_alive()]
+    """Threads started since `before`, except torch's own (inductor's compile-pool timer starts
+    lazily, after the reference was compiled)."""
+    def torch_internal(t: threading.Thread) -> bool:
+        target = getattr(t, "_target", None)
+        return (getattr(target, "__module__", None) or "").startswith("torch.")
+
+    return [t.name for t in threading.enumerate()
+            if t.ident not in before and t.is_alive() and not torch_internal(t)]
 
 
 def kernel_names(cuda_sources: list[str]) -> list[str]:
