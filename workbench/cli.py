@@ -176,13 +176,24 @@ from workbench.tui.command import tui  # noqa: E402
 
 main.add_command(tui)
 
-
-# The default command (`kernel-workbench [--db PATH] [PROBLEM]`): the Textual app, loaded lazily.
-from workbench.tui.command import tui  # noqa: E402
-
-main.add_command(tui)
-
 # `run`: the search loop, headless (heavy imports inside the command).
 from workbench.headless import run  # noqa: E402
 
 main.add_command(run)
+
+
+@main.command()
+def doctor() -> None:
+    """Check Python, torch, nvcc, CUDA_HOME, ninja, GPUs and provider keys; exit 1 on problems."""
+    from workbench.doctor import KEY_VARS, run_checks
+
+    checks = run_checks()
+    marks = {"ok": "ok  ", "warn": "warn", "fail": "FAIL"}
+    for c in checks:
+        click.echo(f"[{marks[c.status]}] {c.name:<26} {c.detail}")
+        if c.status == "fail" or (c.status == "warn" and c.name not in KEY_VARS):
+            click.echo(f"       fix: {c.fix}")
+    failed = [c for c in checks if c.status == "fail"]
+    if failed:
+        click.echo(f"{len(failed)} problem(s) found", err=True)
+        sys.exit(1)

@@ -1,0 +1,109 @@
+"""`kernel-workbench doctor`: is this machine ready to build, check and time kernels?
+
+Each check gives ok / warn / fail; every failure carries a one-line fix. No API key value is
+ever printed, only whether it is set.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from workbench import cuda_env
+
+KEY_VARS = ("OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "OPENAI_COMPATIBLE_API_KEY")
+
+
+@dataclass
+class Check:
+    name: str
+    status: str   # ok | warn | fail
+    detail: str
+    fix: str = ""
+
+
+def _nvcc_version(nvcc: str) -> str | None:
+    try:
+        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    m = re.search(r"release (\d+\.\d+)", out)
+    return m.group(1) if m else None
+
+
+def run_checks() -> list[Check]:
+    checks = [Check("python", "ok" if sys.version_info >= (3, 11) else "fail",
+                    sys.version.split()[0], "install Python 3.11 or newer")]
+    try:
+        import torch
+    except ImportError as e:
+        checks.append(Check("torch", "fail", f"not importable ({e})",
+                            "pip install torch (a CUDA build)"))
+        torch = None
+    torch_cuda = getattr(getattr(torch, "version", None), "cuda", None) if torch else None
+    if torch:
+        checks.append(Check("torch", "ok" if torch_cuda else "fail",
+                            f"{torch.__version__}, built for CUDA {torch_cuda or 'none (CPU-only build)'}",
+                            "install a CUDA build of torch (pip install torch from the CUDA index)"))
+
+    nvcc = shutil.which("nvcc")
+    home = cuda_env.find_cuda_home()
+    if home and not nvcc:
+        nvcc = str(home / "bin" / "nvcc")
+    if not nvcc:
+        checks.append(Check("nvcc", "fail", "not found",
+                            "install the CUDA toolkit and put its bin/ on PATH"))
+    else:
+        version = _nvcc_version(nvcc)
+        real = Path(nvcc).resolve()
+        match = bool(version and torch_cuda and version.split(".")[0] == torch_cuda.split(".")[0])
+        checks.append(Check(
+            "nvcc", "ok" if match or not torch_cuda else "fail",
+            f"{nvcc}" + (f" -> {real}" if str(real) != nvcc else "") +
+            f", CUDA {version or '?'}" + (f" (torch: {torch_cuda})" if torch_cuda else ""),
+            f"install CUDA toolkit {torch_cuda} or a torch built for CUDA {version}"))
+
+    env_home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    if home is None:
+        checks.append(Check("CUDA_HOME", "fail", "no CUDA toolkit root found",
+                            "install the CUDA toolkit (e.g. /usr/local/cuda) and set CUDA_HOME"))
+    elif env_home and Path(env_home) == home:
+        checks.append(Check("CUDA_HOME", "ok", env_home))
+    else:
+        guess = str(Path(nvcc).parent.parent) if nvcc else "none"
+        note = (f"unset; torch would guess {guess}" if not env_home else f"{env_home} (wrong)")
+        broken = guess != str(home) and not (Path(guess) / "include" / "cuda_runtime.h").exists()
+        checks.append(Check(
+            "CUDA_HOME", "warn",
+            f"{note}; the toolkit is at {home} (the workbench sets this for its own builds)"
+            + ("; other builds fail with 'cannot find -lcudart'" if broken else ""),
+            f"export CUDA_HOME={home}"))
+
+    ninja = shutil.which("ninja")
+    checks.append(Check("ninja", "ok" if ninja else "fail", ninja or "not found",
+                        "pip install ninja"))
+
+    gpus = cuda_env.list_gpus()
+    if gpus:
+        for g in gpus:
+            checks.append(Check(f"gpu {g.index}", "ok", f"{g.name}, compute capability "
+                                f"{g.compute_cap}, driver {g.driver}, {g.memory_mib} MiB"))
+        if torch and not torch.cuda.is_available():
+            checks.append(Check("torch sees GPUs", "fail", "nvidia-smi lists GPUs, torch does not",
+                                "install a torch whose CUDA version this driver supports"))
+    else:
+        checks.append(Check("gpu", "warn", "no GPU found: kernels can be built and statically "
+                                           "checked (--no-gpu) but not run or timed",
+                            "run the workbench on a machine with an NVIDIA GPU to time kernels"))
+    checks.append(Check("build arch", "ok", cuda_env.arch_list(gpus) +
+                        (" (this machine's GPUs only)" if gpus else " (no GPU: default)")))
+
+    for var in KEY_VARS:
+        checks.append(Check(var, "ok" if os.environ.get(var) else "warn",
+                            "set" if os.environ.get(var) else "not set",
+                            f"export {var}=... to use that provider"))
+    return checks
