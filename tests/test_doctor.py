@@ -38,7 +38,7 @@ def test_doctor_reports_keys_without_values(monkeypatch):
     monkeypatch.delenv("GEMINI_API_KEY", raising=False)
     result = CliRunner().invoke(main, ["doctor"])
     assert "sk-very-secret-value" not in result.output
-    lines = {line.split()[1]: line for line in result.output.splitlines() if line.startswith("[")}
+    lines = {line[7:].split()[0]: line for line in result.output.splitlines() if line.startswith("[")}
     assert lines["OPENAI_API_KEY"].rstrip().endswith("set")
     assert "not set" in lines["GEMINI_API_KEY"]
     for name in ("python", "torch", "nvcc", "CUDA_HOME", "ninja"):
