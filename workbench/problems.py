@@ -78,6 +78,11 @@ def resolve(name_or_path: str | Path) -> Path:
                        "(run `kernel-workbench problems` to list the library)")
 
 
+def _one_line(e: BaseException) -> str:
+    """An exception as `Type: message` on one line (torch and user errors often span several)."""
+    return f"{type(e).__name__}: {' '.join(str(e).split())}"
+
+
 def exec_source(source: str, filename: str, module_name: str = "problem") -> types.ModuleType:
     """Execute problem source as a fresh module; raises ProblemError with one line on failure."""
     try:
@@ -89,7 +94,7 @@ def exec_source(source: str, filename: str, module_name: str = "problem") -> typ
     try:
         exec(code, module.__dict__)
     except Exception as e:  # noqa: BLE001 - any failure in user code becomes one line
-        raise ProblemError(f"{filename}: importing failed: {type(e).__name__}: {e}") from None
+        raise ProblemError(f"{filename}: importing failed: {_one_line(e)}") from None
     return module
 
 
@@ -104,7 +109,7 @@ def _call(fn, what: str, filename: str, *args):
     try:
         return fn(*args)
     except Exception as e:  # noqa: BLE001
-        raise ProblemError(f"{filename}: {what} raised {type(e).__name__}: {e}") from None
+        raise ProblemError(f"{filename}: {what} raised {_one_line(e)}") from None
 
 
 def _nbytes(tensors) -> int:
