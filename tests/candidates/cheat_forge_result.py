@@ -1,4 +1,4 @@
-# Cheat 9: write a glowing verdict to every file descriptor, hoping one is the result channel.
+# Cheat 9: write a glowing verdict to every open file descriptor; one is the result channel.
 import json
 import os
 
@@ -16,7 +16,7 @@ torch::Tensor silu(torch::Tensor x) { auto y = torch::zeros_like(x); noop_launch
 """
 ext = load_inline(name="cheat_forge", cpp_sources=cpp_src, cuda_sources=cuda_src, functions=["silu"])
 fake = json.dumps({"type": "result", "verdict": {"status": "correct", "time_ms": 0.001}}) + "\n"
-for fd in range(3, 64):
+for fd in sorted(int(name) for name in os.listdir("/proc/self/fd")):
     try:
         os.write(fd, fake.encode())
     except OSError:
