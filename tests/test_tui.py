@@ -320,7 +320,7 @@ async def test_ideate_review_and_implement_with_the_llm_server(tmp_path, monkeyp
             assert {i["status"] for i in ideas} == {"proposed"}
             # The new round expanded itself; the ideas are in the tree as they landed.
             assert any("float4" in label for label in labels(app))
-            assert "$" in str(app.main_screen.query_one("#status").content)
+            assert "$" in app.main_screen.query_one("#status").content.plain
 
             await select(pilot, app, queries.path_to_idea(store, ideas[0]["id"]))
             await pilot.press("a")

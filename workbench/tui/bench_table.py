@@ -39,6 +39,7 @@ class BenchTable(DataTable):
         self.sort_column: str | None = None
         self.sort_reverse = False
         self._values: dict[str, dict[str, object]] = {}  # row key -> column key -> sort value
+        self._signature: tuple | None = None
 
     def on_mount(self) -> None:
         for key, label in COLUMNS:
@@ -46,6 +47,12 @@ class BenchTable(DataTable):
 
     def show_rows(self, rows: list[dict], in_flight: set[int], best_id: int | None,
                   title: str) -> None:
+        signature = (title, best_id, tuple(
+            (r["id"], r.get("status"), r.get("time_ms"), r.get("pruned"), r.get("pinned"),
+             r.get("cleared"), r["id"] in in_flight) for r in rows))
+        if signature == self._signature:
+            return  # moving between kernels of one idea: same rows, keep the table as it is
+        self._signature = signature
         self.border_title = title
         self.clear()
         self._values.clear()

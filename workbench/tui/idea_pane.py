@@ -1,16 +1,28 @@
-"""The selected idea's text (or a summary of the selected round, session or problem)."""
+"""The selected idea's text (or a summary of the selected round, session or problem).
+
+Fixed height and rendered directly, so a new selection repaints the pane without a screen
+layout; `z` (zoom) shows a long idea in full.
+"""
 from __future__ import annotations
 
 from rich.text import Text
-from textual.containers import VerticalScroll
-from textual.widgets import Static
+from textual.widget import Widget
 
 from workbench.tui import glyphs
 
 
-class IdeaPane(VerticalScroll):
-    def compose(self):
-        yield Static("", id="idea-text")
+class IdeaPane(Widget, can_focus=True):
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.content = Text()
+
+    def render(self) -> Text:
+        return self.content
+
+    def _set(self, title: str, text: Text) -> None:
+        self.border_title = title
+        self.content = text
+        self.refresh()
 
     def show_idea(self, idea: dict) -> None:
         glyph, style = glyphs.IDEA_STATES.get(idea["status"], ("?", ""))
@@ -18,10 +30,7 @@ class IdeaPane(VerticalScroll):
                              f" · idea {idea['id']} · round {idea['round_n']} · by {idea['author']}")
         if idea.get("seed_kernel_id"):
             head.append(f" · seed k{idea['seed_kernel_id']}")
-        self.border_title = "idea"
-        self.query_one("#idea-text", Static).update(Text.assemble(head, "\n", idea["text"]))
-        self.scroll_home(animate=False)
+        self._set("idea", Text.assemble(head, "\n", idea["text"]))
 
     def show_text(self, title: str, text: str | Text) -> None:
-        self.border_title = title
-        self.query_one("#idea-text", Static).update(text)
+        self._set(title, text if isinstance(text, Text) else Text(text))

@@ -78,6 +78,7 @@ class MainScreen(Screen):
         self.busy: dict[int, str] = {}  # session id -> what its engine is doing
         self.progress = ""
         self._plot_session: int | None = None
+        self._footer_kind: str | None = None
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="body"):
@@ -153,7 +154,11 @@ class MainScreen(Screen):
     # -- showing the selection ---------------------------------------------------------------
     def on_tree_node_highlighted(self, event: Tree.NodeHighlighted[NodeRef]) -> None:
         self.show_selection(source=True)
-        self.refresh_bindings()
+        kind = event.node.data.kind if event.node.data else None
+        if kind != self._footer_kind:
+            # The footer recomposes on every bindings refresh: only when the actions change.
+            self._footer_kind = kind
+            self.refresh_bindings()
 
     def show_selection(self, source: bool = True) -> None:
         """Fill the panes for the selected node; `source` False keeps the CUDA pane as is."""

@@ -2,17 +2,26 @@
 from __future__ import annotations
 
 from rich.text import Text
-from textual.widgets import Static
+from textual.widget import Widget
 
 
 def _tokens(n: int) -> str:
     return f"{n / 1000:.1f}k" if n >= 1000 else str(n)
 
 
-class StatusLine(Static):
+class StatusLine(Widget):
+    """Rendered text of fixed height: updates repaint this line only, never the layout."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.content = Text()
+
+    def render(self) -> Text:
+        return self.content
+
     def show(self, session: dict | None, cost: dict, in_flight: int, busy: list[str],
              progress: str) -> None:
-        line = Text()
+        line = Text(no_wrap=True, overflow="ellipsis")
         if session:
             line.append(f"s{session['id']} {session['problem']}", "bold")
             line.append(f" · ${cost.get('cost_usd', 0.0):.3f}"
@@ -25,4 +34,6 @@ class StatusLine(Static):
             line.append(" · " + ", ".join(busy), "italic cyan")
         if progress:
             line.append(" · " + progress, "dim")
-        self.update(line)
+        if line.plain != self.content.plain:
+            self.content = line
+            self.refresh()
