@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from workbench.gpu.verdict import fmt_ms, fmt_x
 from workbench.store import Store
 
 
@@ -94,24 +95,6 @@ def kernel_report(store: Store, kernel_id: int) -> dict:
     }
 
 
-def _ms(value, ci=None) -> str:
-    if value is None:
-        return "-"
-    text = f"{value:.4f} ms"
-    if ci and ci[0] is not None:
-        text += f" (95% CI {ci[0]:.4f} to {ci[1]:.4f})"
-    return text
-
-
-def _x(value, ci=None) -> str:
-    if value is None:
-        return "-"
-    text = f"{value:.3f}x"
-    if ci and ci[0] is not None:
-        text += f" (95% CI {ci[0]:.3f} to {ci[1]:.3f})"
-    return text
-
-
 def _g(value) -> str:
     return "-" if value is None else f"{value:.3g}"
 
@@ -135,7 +118,7 @@ def render_markdown(report: dict) -> str:
                 else f"({step['origin']}, no idea recorded)")
         out.append(f"| {i} | {step['round'] if step['round'] is not None else '-'} | "
                    f"{step['kernel_id']} | {text.replace('|', '/').replace(chr(10), ' ')} | "
-                   f"{step['status'] or 'not evaluated'} | {_x(step['speedup_eager'])} |")
+                   f"{step['status'] or 'not evaluated'} | {fmt_x(step['speedup_eager'])} |")
     out += ["", "## Evaluation", ""]
     if ev is None:
         out.append("Never evaluated: no correctness or timing figures exist for this kernel.")
@@ -146,13 +129,13 @@ def render_markdown(report: dict) -> str:
                 f"- correctness: {ev['trials'] or 0} trials, atol={_g(ev['atol'])} "
                 f"rtol={_g(ev['rtol'])}, max abs err {_g(ev['max_abs_err'])}, "
                 f"max rel err {_g(ev['max_rel_err'])}",
-                f"- candidate: {_ms(ev['time_ms'], ev['ci95_ms'])}",
-                f"- eager: {_ms(ev['ref_eager_ms'], ev['ref_eager_ci95_ms'])}",
-                f"- torch.compile: {_ms(ev['ref_compile_ms'], ev['ref_compile_ci95_ms'])}",
-                f"- speedup vs eager: {_x(ev['speedup_eager'], ev['speedup_eager_ci95'])}",
+                f"- candidate: {fmt_ms(ev['time_ms'], ev['ci95_ms'])}",
+                f"- eager: {fmt_ms(ev['ref_eager_ms'], ev['ref_eager_ci95_ms'])}",
+                f"- torch.compile: {fmt_ms(ev['ref_compile_ms'], ev['ref_compile_ci95_ms'])}",
+                f"- speedup vs eager: {fmt_x(ev['speedup_eager'], ev['speedup_eager_ci95'])}",
                 f"- speedup vs torch.compile: "
-                f"{_x(ev['speedup_compile'], ev['speedup_compile_ci95'])}",
-                f"- roofline floor: {_ms(ev['floor_ms'])}; the kernel runs at "
+                f"{fmt_x(ev['speedup_compile'], ev['speedup_compile_ci95'])}",
+                f"- roofline floor: {fmt_ms(ev['floor_ms'])}; the kernel runs at "
                 + ("-" if ev["roofline_percent"] is None else f"{ev['roofline_percent']:.1f}%")
                 + " of the floor's speed"]
         if ev["trial_errors"]:

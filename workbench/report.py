@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+from workbench.gpu.verdict import fmt_x
 from workbench.kernel_report import counts_as_correct
 from workbench.store import Store
 
@@ -134,10 +135,6 @@ def _bar(value: float | None, top: float) -> str:
     return "█" * (eighths // 8) + partial
 
 
-def _x(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3f}x"
-
-
 def render_text(report: dict) -> str:
     out = []
     for s in report["sessions"]:
@@ -147,7 +144,7 @@ def render_text(report: dict) -> str:
         b = s["best"]
         if b:
             out.append(f"  best: kernel {b['kernel_id']} (round {b['round']}): "
-                       f"{_x(b['speedup_eager'])} vs eager, {_x(b['speedup_compile'])} vs "
+                       f"{fmt_x(b['speedup_eager'])} vs eager, {fmt_x(b['speedup_compile'])} vs "
                        "torch.compile, "
                        + ("-" if b["time_ms"] is None else f"{b['time_ms']:.4f} ms"))
         else:
@@ -157,8 +154,8 @@ def render_text(report: dict) -> str:
         for r in s["rounds"]:
             bar = _bar(r["best_so_far_speedup_eager"], top)
             out.append(f"  {r['round']:>4} {bar:<{BAR_WIDTH + 1}}"
-                       f" {_x(r['best_so_far_speedup_eager']):>8}  (this round "
-                       f"{_x(r['best_speedup_eager'])}, {r['correct']}/{r['kernels']} correct)")
+                       f" {fmt_x(r['best_so_far_speedup_eager']):>8}  (this round "
+                       f"{fmt_x(r['best_speedup_eager'])}, {r['correct']}/{r['kernels']} correct)")
         out.append("")
     total = report["problems_total"]
     if not total:
@@ -168,8 +165,8 @@ def render_text(report: dict) -> str:
         b = entry["best"]
         out.append(f"  {entry['problem']:<24} " + (
             "no correct kernel" if b is None else
-            f"kernel {b['kernel_id']} (session {b['session_id']}): {_x(b['speedup_eager'])} vs "
-            f"eager, {_x(b['speedup_compile'])} vs torch.compile"))
+            f"kernel {b['kernel_id']} (session {b['session_id']}): {fmt_x(b['speedup_eager'])} vs "
+            f"eager, {fmt_x(b['speedup_compile'])} vs torch.compile"))
     out.append("")
     out.append(f"KernelBench fast_p over {total} problem(s) (share correct and faster than "
                "p x eager):")

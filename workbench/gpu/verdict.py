@@ -29,22 +29,22 @@ def empty(status: str) -> dict:
     return verdict
 
 
-def _fmt_ms(value, ci) -> str:
+def fmt_ci(value, ci, digits: int, unit: str) -> str:
+    """A figure with its 95% confidence interval, e.g. '0.5380 ms (95% CI 0.5371 to 0.5392)'."""
     if value is None:
         return "-"
-    text = f"{value:.4f} ms"
+    text = f"{value:.{digits}f}{unit}"
     if ci and ci[0] is not None:
-        text += f"  [95% CI {ci[0]:.4f}, {ci[1]:.4f}]"
+        text += f" (95% CI {ci[0]:.{digits}f} to {ci[1]:.{digits}f})"
     return text
 
 
-def _fmt_x(value, ci) -> str:
-    if value is None:
-        return "-"
-    text = f"{value:.3f}x"
-    if ci and ci[0] is not None:
-        text += f"  [{ci[0]:.3f}, {ci[1]:.3f}]"
-    return text
+def fmt_ms(value, ci=None) -> str:
+    return fmt_ci(value, ci, 4, " ms")
+
+
+def fmt_x(value, ci=None) -> str:
+    return fmt_ci(value, ci, 3, "x")
 
 
 def describe(v: dict) -> str:
@@ -56,14 +56,14 @@ def describe(v: dict) -> str:
         lines.append(f"correctness: {v['trials']} trials, atol={v['atol']:g} rtol={v['rtol']:g}, "
                      f"max abs err {v['max_abs_err']:.3g}, max rel err {v['max_rel_err']:.3g}")
     if v.get("time_ms") is not None:
-        lines.append(f"candidate:      {_fmt_ms(v['time_ms'], v.get('ci95_ms'))}")
-        lines.append(f"eager:          {_fmt_ms(v['ref_eager_ms'], v.get('ref_eager_ci95_ms'))}")
-        lines.append(f"torch.compile:  {_fmt_ms(v['ref_compile_ms'], v.get('ref_compile_ci95_ms'))}")
-        lines.append(f"speedup vs eager:         {_fmt_x(v['speedup_eager'], v.get('speedup_eager_ci95'))}")
-        lines.append(f"speedup vs torch.compile: {_fmt_x(v['speedup_compile'], v.get('speedup_compile_ci95'))}")
+        lines.append(f"candidate:      {fmt_ms(v['time_ms'], v.get('ci95_ms'))}")
+        lines.append(f"eager:          {fmt_ms(v['ref_eager_ms'], v.get('ref_eager_ci95_ms'))}")
+        lines.append(f"torch.compile:  {fmt_ms(v['ref_compile_ms'], v.get('ref_compile_ci95_ms'))}")
+        lines.append(f"speedup vs eager:         {fmt_x(v['speedup_eager'], v.get('speedup_eager_ci95'))}")
+        lines.append(f"speedup vs torch.compile: {fmt_x(v['speedup_compile'], v.get('speedup_compile_ci95'))}")
         if v.get("floor_ms"):
             lines.append(f"roofline floor: {v['floor_ms']:.4f} ms "
-                         f"({100 * (v.get('roofline_fraction') or 0):.0f}% of the floor's speed)")
+                         f"(the kernel runs at {100 * (v.get('roofline_fraction') or 0):.0f}% of roofline speed)")
     for flag in v.get("flags") or []:
         lines.append(f"flag [{flag['kind']}]: {flag['reason']}")
     if v.get("error"):
