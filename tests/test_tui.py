@@ -43,6 +43,7 @@ def first_kernel(store: Store, status: str = "correct") -> int:
 async def select(pilot, app, path) -> None:
     """Move the tree cursor to the end of `path` (the app's own start-up reveal may race)."""
     tree = app.main_screen.kernel_tree
+    await wait_for(pilot, lambda: app.started, timeout=5, what="start-up")
 
     def there() -> bool:
         node = tree.cursor_node

@@ -45,6 +45,7 @@ class WorkbenchApp(App):
         self.keymap: dict[str, str] = dict(self.config.keymap)
         self.bridge = EngineBridge(store, self.post_message, provider_factory, executor_factory)
         self.main_screen = MainScreen(store, self.bridge)
+        self.started = False  # the start-up selection (or the picker) has been made
 
     def on_mount(self) -> None:
         for theme in self.config.themes:
@@ -72,14 +73,17 @@ class WorkbenchApp(App):
             row = queries.problem_by_name(store, self.problem)
             session = queries.latest_session(store, row["id"]) if row else None
             if session is None:
+                self.started = True
                 self.action_new_session(selected=self.problem)
                 return
         else:
             session = queries.latest_session(store)
             if session is None:
+                self.started = True
                 self.action_new_session()
                 return
         self.main_screen.reveal_session(session["id"])
+        self.started = True
         pending = queries.unevaluated_kernels(store, session["id"])
         if pending:
             self.notify(f"session {session['id']}: {len(pending)} kernel(s) have no verdict "

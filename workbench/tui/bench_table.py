@@ -8,9 +8,10 @@ from textual.widgets import DataTable
 
 from workbench.tui import glyphs
 
-COLUMNS = (("kernel", "kernel"), ("status", "status"), ("ms", "ms"), ("ci95", "±CI95"),
-           ("eager", "×eager"), ("compile", "×compile"), ("floor", "%floor"),
-           ("flags", "flags"))
+# (key, label, width): fixed widths, so rows paint without re-measuring every column.
+COLUMNS = (("kernel", "kernel", 7), ("status", "status", 15), ("ms", "ms", 8),
+           ("ci95", "±CI95", 6), ("eager", "×eager", 6), ("compile", "×compile", 8),
+           ("floor", "%floor", 6), ("flags", "flags", 24))
 
 
 def _num(value: float | None, fmt: str) -> Text:
@@ -42,8 +43,8 @@ class BenchTable(DataTable):
         self._signature: tuple | None = None
 
     def on_mount(self) -> None:
-        for key, label in COLUMNS:
-            self.add_column(label, key=key)
+        for key, label, width in COLUMNS:
+            self.add_column(label, key=key, width=width)
 
     def show_rows(self, rows: list[dict], in_flight: set[int], best_id: int | None,
                   title: str) -> None:
@@ -88,11 +89,11 @@ class BenchTable(DataTable):
         self._apply_sort()
 
     def next_sort(self) -> str:
-        keys = [k for k, _ in COLUMNS]
+        keys = [k for k, _, _ in COLUMNS]
         column = keys[(keys.index(self.sort_column) + 1) % len(keys)] if self.sort_column \
             else "eager"
         self.sort_by(column)
-        return dict(COLUMNS)[column]
+        return next(label for key, label, _ in COLUMNS if key == column)
 
     def _apply_sort(self) -> None:
         column, values, reverse = self.sort_column, self._values, self.sort_reverse

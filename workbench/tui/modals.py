@@ -29,10 +29,15 @@ class IdeaEditor(ModalScreen[str | None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
             yield Label(self.title_text, id="dialog-title")
-            yield TextArea(self.text, id="idea-input", soft_wrap=True, show_line_numbers=False)
+            area = TextArea(self.text, id="idea-input", soft_wrap=True, show_line_numbers=False)
+            area.cursor_blink = False  # a blinking cursor repaints forever, over SSH too
+            yield area
             with Horizontal(classes="buttons"):
                 yield Button("Save (ctrl+s)", id="save", variant="primary")
                 yield Button("Cancel (esc)", id="cancel")
+
+    def on_mount(self) -> None:
+        self.query_one(TextArea).focus()
 
     def action_save(self) -> None:
         self.dismiss(self.query_one(TextArea).text)
