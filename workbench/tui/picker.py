@@ -52,7 +52,7 @@ class ProblemPicker(ModalScreen[SessionRequest | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="picker"):
-            yield Label("New session: pick a problem (enter), check the LLM, ctrl+s starts",
+            yield Label("New session: pick a problem, set the LLM, ctrl+s starts",
                         id="dialog-title")
             options = [Option(Text.assemble((name, "bold"), "  ", (doc, "dim")), id=name)
                        for name, doc in self.problems]
@@ -61,8 +61,8 @@ class ProblemPicker(ModalScreen[SessionRequest | None]):
                 yield Input(self.llm.get("provider") or "", placeholder="|".join(PROVIDERS),
                             id="provider")
                 yield Input(self.llm.get("model") or "", placeholder="model", id="model")
-            yield Input(self.llm.get("base_url") or "", placeholder="base URL (optional)",
-                        id="base-url")
+                yield Input(self.llm.get("base_url") or "", placeholder="base URL (optional)",
+                            id="base-url")
             with Horizontal(classes="buttons"):
                 yield Button("Start (ctrl+s)", id="start", variant="primary")
                 yield Button("Cancel (esc)", id="cancel")
