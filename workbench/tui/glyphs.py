@@ -58,7 +58,7 @@ def kernel_label(row: dict, in_flight: set[int], best_id: int | None) -> Text:
     if row.get("pinned"):
         label.append(" ")
         label.append(*PIN)
-    detail = (speedup(row.get("speedup_eager")) if row.get("status") in ("correct", "flagged")
+    detail = (speedup(row.get("speedup_eager")) if row.get("speedup_eager") is not None
               else (row.get("status") or "").replace("_", " "))
     if state == "compiling":
         detail = "running"

@@ -4,6 +4,7 @@ the engine, workbench.export); this module only decides what to show.
 """
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -76,6 +77,7 @@ class MainScreen(Screen):
         self.bridge = bridge
         self.in_flight: set[int] = set()
         self.busy: dict[int, str] = {}  # session id -> what its engine is doing
+        self._busy_since: dict[int, float] = {}
         self.progress = ""
         self._plot_session: int | None = None
         self._footer_kind: str | None = None
@@ -103,6 +105,8 @@ class MainScreen(Screen):
     def on_mount(self) -> None:
         self.kernel_tree.focus()
         self.update_status()
+        # Work in flight shows its elapsed time, so a long LLM call visibly is still going.
+        self.set_interval(1.0, lambda: self.update_status() if self.busy else None)
 
     # -- what the selection refers to --------------------------------------------------------
     def session_of(self, ref: NodeRef | None) -> int | None:
@@ -239,8 +243,10 @@ class MainScreen(Screen):
         session_id = self.session_of(self.selected)
         session = queries.session(self.store, session_id) if session_id else None
         cost = queries.session_cost(self.store, session_id) if session_id else {}
-        self.query_one(StatusLine).show(session, cost, len(self.in_flight),
-                                        list(self.busy.values()), self.progress)
+        now = time.monotonic()
+        busy = [f"{label} {now - self._busy_since.get(sid, now):.0f}s"
+                for sid, label in self.busy.items()]
+        self.query_one(StatusLine).show(session, cost, len(self.in_flight), busy, self.progress)
 
     # -- engine events -------------------------------------------------------------------------
     def apply_event(self, event: Any) -> None:
@@ -307,7 +313,7 @@ class MainScreen(Screen):
             for kernel_id in stale:
                 self.kernel_tree.relabel_kernel(kernel_id)
         if session_id is not None:
-            self.kernel_tree.sync("session", session_id)
+            self.kernel_tree.sync_session(session_id)
         self.show_selection(source=False)
         self.update_status()
         self.refresh_bindings()
@@ -332,6 +338,7 @@ class MainScreen(Screen):
             self.notify(str(e), severity="error", timeout=10)
             return
         self.busy[session_id] = label
+        self._busy_since[session_id] = time.monotonic()
         self.update_status()
         self.refresh_bindings()
         self.app.run_in_thread(label, lambda: work(engine), session_id)

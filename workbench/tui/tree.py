@@ -142,6 +142,14 @@ class KernelTree(Tree[NodeRef]):
         if node is not None and node.data is not None and node.data.loaded:
             self.load_children(node)
 
+    def sync_session(self, session_id: int) -> None:
+        """Re-read every loaded node of a session (after engine work: idea statuses, labels)."""
+        self.sync("session", session_id)
+        for node in list(self._by_key.values()):
+            ref = node.data
+            if ref and ref.kind in ("round", "idea") and ref.session_id == session_id:
+                self.sync(ref.kind, ref.id)
+
     def relabel_kernel(self, kernel_id: int) -> None:
         node = self._by_key.get(("kernel", kernel_id))
         if node is None:
