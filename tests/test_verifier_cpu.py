@@ -201,3 +201,11 @@ def test_eval_command_bad_input_is_one_line(tmp_path):
                                        str(tmp_path / "k.db")])
     assert result.exit_code == 2
     assert result.output.strip().count("\n") == 0 and "no_such_problem" in result.output
+
+
+def test_empty_flags_do_not_cost_the_precompiled_header():
+    from workbench.gpu.buildhook import OPT_FLAG, _listify
+
+    # KernelBench solutions pass extra_cflags=[""]; only real flags may disable the shared PCH.
+    assert _listify([""]) == [] and _listify(None) == [] and _listify("-O3") == ["-O3"]
+    assert [f for f in _listify(["-O3", "", "-DX=1"]) if not OPT_FLAG.match(f)] == ["-DX=1"]

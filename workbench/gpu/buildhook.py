@@ -39,9 +39,11 @@ def file_lock(path: Path):
 
 
 def _listify(x) -> list[str]:
+    """Flags as a list, without the empty strings KernelBench solutions often pass
+    (extra_cflags=[""]), which would otherwise cost them the shared precompiled header."""
     if x is None:
         return []
-    return [x] if isinstance(x, str) else list(x)
+    return [f for f in ([x] if isinstance(x, str) else list(x)) if f.strip()]
 
 
 class BuildRecorder:
