@@ -113,19 +113,21 @@ async def in_process(db: Path, presses: int) -> dict:
     return {"start": start, "samples": samples, "loaded_nodes": loaded}
 
 
+SOCKET = f"kw-bench-{os.getpid()}"  # a private tmux server, fresh for each run
+
+
 def tmux(*args: str) -> str:
-    return subprocess.run(["tmux", "-L", "kw-bench", *args], capture_output=True, text=True,
+    return subprocess.run(["tmux", "-L", SOCKET, *args], capture_output=True, text=True,
                           check=False).stdout
 
 
 def in_tmux(db: Path, presses: int) -> dict:
     env_cmd = (f"env -u COLORTERM TERM=xterm-256color XDG_CONFIG_HOME={tempfile.mkdtemp()} "
                f"kernel-workbench --db {db}")
-    tmux("kill-server")
     t0 = time.perf_counter()
     tmux("new-session", "-d", "-s", "bench", "-x", "80", "-y", "24", env_cmd)
     screen = ""
-    while "best/round ▃" not in screen or "×eager" not in screen:
+    while "best/round ▃" not in screen or "└ ▼ session 4" not in screen:
         if time.perf_counter() - t0 > 30:
             raise SystemExit("the app did not show its screen within 30 s:\n" + screen)
         time.sleep(0.005)
