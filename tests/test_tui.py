@@ -366,3 +366,32 @@ async def test_edit_kernel_in_editor_becomes_an_evaluated_child(store, tmp_path,
         assert node is not None and node.parent.data.key == ("kernel", kernel_id)
         assert node.label.plain.startswith("★")
     executor.shutdown(cancel=True)
+
+
+async def test_cancel_stops_work_in_flight_and_the_session_says_so(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    from workbench.problems import load_problem
+    from workbench.search import SearchSettings, new_session
+
+    def slow(prompt: str, request) -> Reply:
+        return Reply(text=f"```json\n{IDEAS}\n```", delay_s=1.5)
+
+    store = Store(tmp_path / "k.db")
+    with FakeLLMServer(responder=slow) as server:
+        session_id = new_session(store, load_problem("softmax", smoke=False), "openai", "o3",
+                                 server.openai_url, SearchSettings(review=True, ideas=2))
+        executor = FakeExecutor()
+        app = WorkbenchApp(store, executor_factory=lambda: executor,
+                           provider_factory=lambda s: make_provider(
+                               s["provider"], s["model"], server.openai_url, timeout_s=5,
+                               retries=0))
+        async with app.run_test() as pilot:
+            await wait_for(pilot, lambda: app.started, what="start-up")
+            await pilot.press("n")
+            await wait_for(pilot, lambda: app.main_screen.busy, what="work in flight")
+            assert "ideating" in app.main_screen.query_one("#status").content.plain
+            await pilot.press("K")
+            await wait_for(pilot, lambda: not app.main_screen.busy, what="the cancel")
+            assert store.get("sessions", session_id)["status"] == "stopped"
+            assert any("stopped" in n.message for n in app._notifications)
+        executor.shutdown(cancel=True)

@@ -73,7 +73,7 @@ def tmux_factory(tmp_path):
 def test_browse_prune_and_quit_in_a_real_terminal(tmp_path, tmux_factory):
     store = small_db(tmp_path / "k.db")
     term = tmux_factory(f"--db {tmp_path / 'k.db'}")
-    screen = term.wait_for("session 1", "best/round", "GPU queue")
+    screen = term.wait_for("session 1", "best/round")
     assert len(screen.splitlines()[0]) <= 80
     # Session -> round 1 -> its first idea -> that idea's first kernel.
     term.keys("Down", "Right", "Down", "Right", "Down")

@@ -88,7 +88,7 @@ class WorkbenchApp(App):
         if pending:
             self.notify(f"session {session['id']}: {len(pending)} kernel(s) have no verdict "
                         "(in flight when last closed?); select the session and press R to "
-                        "compile and time them", severity="warning", timeout=10)
+                        "compile and time them", severity="warning", timeout=6)
 
     def _our_themes(self) -> list[str]:
         return [t.name for t in self.config.themes]
