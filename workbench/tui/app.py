@@ -157,12 +157,15 @@ class WorkbenchApp(App):
         self.notify(f"starting a session on {request.problem}…", timeout=3)
         self.run_in_thread("new session", start, None)
 
+    def key_for(self, binding: Binding) -> str:
+        """How the binding's first key (after the user's keymap) is shown: `/`, `^x`, `?`."""
+        key = self.keymap.get(binding.id, binding.key).split(",")[0].strip()
+        return self.get_key_display(binding.with_key(key))
+
     def action_help(self) -> None:
-        rows = []
-        for bindings in (self.main_screen.BINDINGS, self.BINDINGS):
-            for binding in bindings:
-                key = self.keymap.get(binding.id, binding.key).split(",")[0]
-                rows.append((key, binding.description, binding.id))
+        rows = [(self.key_for(binding), binding.description, binding.id)
+                for bindings in (self.main_screen.BINDINGS, self.BINDINGS)
+                for binding in bindings]
         self.push_screen(HelpScreen(rows, str(config_dir() / "config.toml")))
 
     def action_next_theme(self) -> None:

@@ -23,8 +23,7 @@ class WorkbenchCommands(Provider):
         main = app.main_screen
         for node, bindings in ((main, main.BINDINGS), (app, app.BINDINGS)):
             for binding in bindings:
-                key = app.keymap.get(binding.id, binding.key).split(",")[0]
-                name = f"{binding.description}  ({key})"
+                name = f"{binding.description}  ({app.key_for(binding)})"
                 yield name, partial(_invoke, node, binding.action), binding.tooltip
 
     async def discover(self) -> Hits:

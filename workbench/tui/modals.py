@@ -4,7 +4,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label, OptionList, Static, TextArea
 from textual.widgets.option_list import Option
@@ -161,5 +161,9 @@ class HelpScreen(ModalScreen[None]):
             text.append(glyph, style)
             text.append(f" {state}  ")
         with Vertical(id="dialog", classes="help"):
-            yield Static(text, id="help-text")
-            yield Label("esc closes", classes="hint")
+            with VerticalScroll(id="help-scroll"):
+                yield Static(text, id="help-text")
+            yield Label("↑↓ PgUp PgDn scroll · esc closes", classes="hint")
+
+    def on_mount(self) -> None:
+        self.query_one("#help-scroll").focus()
