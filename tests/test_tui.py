@@ -395,3 +395,27 @@ async def test_cancel_stops_work_in_flight_and_the_session_says_so(tmp_path, mon
             assert store.get("sessions", session_id)["status"] == "stopped"
             assert any("stopped" in n.message for n in app._notifications)
         executor.shutdown(cancel=True)
+
+
+async def test_idea_in_editor_and_the_filter(store, tmp_path, monkeypatch):
+    editor = tmp_path / "editor.sh"
+    editor.write_text('#!/bin/sh\necho "Split the row across two blocks." > "$1"\n')
+    editor.chmod(0o755)
+    monkeypatch.setenv("VISUAL", str(editor))
+    round_id = store.rows("rounds", "n = 3")[0]["id"]
+    idea_id = store.add_idea(round_id, "A rough idea.", status="proposed")
+    vetoed = store.rows("ideas", "status = 'vetoed'")[0]["id"]
+    app = WorkbenchApp(store)
+    async with app.run_test() as pilot:
+        await select(pilot, app, queries.path_to_idea(store, idea_id))
+        await pilot.press("E")
+        assert store.get("ideas", idea_id)["text"] == "Split the row across two blocks."
+        assert store.get("ideas", idea_id)["status"] == "edited"
+
+        tree = app.main_screen.kernel_tree
+        await select(pilot, app, queries.path_to_idea(store, vetoed))
+        await pilot.press("f")
+        assert tree.node_for("idea", vetoed) is None
+        assert tree.node_for("idea", idea_id) is not None
+        await pilot.press("f")
+        assert tree.node_for("idea", vetoed) is not None
