@@ -39,12 +39,6 @@ class Problem:
     output_shapes: list[tuple[int, ...]] = field(default_factory=list)
     description: str = ""
 
-    def floor_ms(self, flops_per_s: float, bytes_per_s: float) -> float:
-        """Roofline floor: the larger of compute time at the ceiling and memory time at the ceiling."""
-        compute = (self.flops or 0) / flops_per_s
-        memory = self.min_bytes / bytes_per_s
-        return max(compute, memory) * 1e3
-
     def summary(self) -> dict:
         return {"name": self.name, "family": self.family, "dtype": self.dtype,
                 "inputs": [list(s) for s in self.input_shapes], "input_dtypes": self.input_dtypes,

@@ -17,12 +17,12 @@ from typing import Any, Iterator
 import sqlite_utils
 from sqlite_utils.migrations import Migrations
 
+from workbench.gpu.verdict import STATUSES
+
 DB_ENV = "KERNEL_WORKBENCH_DB"
 migrations = Migrations("kernel-workbench")
 
 IDEA_STATUSES = ("proposed", "approved", "edited", "vetoed", "implemented")
-EVAL_STATUSES = ("compile_error", "incorrect", "correct", "flagged", "timeout", "crashed",
-                 "unverified")
 
 
 def now() -> str:
@@ -239,6 +239,8 @@ class Store:
 
     def add_evaluation(self, kernel_id: int, verdict: dict, build_id: int | None = None) -> int:
         """Store a verdict (the JSON object `kernel-workbench eval --json` prints)."""
+        if verdict.get("status") is not None and verdict["status"] not in STATUSES:
+            raise ValueError(f"verdict status {verdict['status']!r} is not one of {STATUSES}")
         ci = verdict.get("ci95_ms") or [None, None]
         return self.insert("evaluations", {
             "kernel_id": kernel_id, "build_id": build_id, "status": verdict["status"],

@@ -10,10 +10,6 @@ from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field
 from typing import Protocol
 
-STATUSES = ("compile_error", "incorrect", "correct", "flagged", "timeout", "crashed",
-            "unverified")
-
-
 @dataclass
 class EvalSettings:
     atol: float | None = None          # None: the problem's own tolerance

@@ -81,10 +81,6 @@ class LocalPool:
                     _kill(proc)
         self._threads.shutdown(wait=not cancel, cancel_futures=cancel)
 
-    def in_flight(self) -> int:
-        with self._lock:
-            return len(self._procs)
-
     # -- one candidate ------------------------------------------------------------------
     def evaluate(self, request: EvalRequest) -> dict:
         s = request.settings

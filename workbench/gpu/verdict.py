@@ -14,6 +14,8 @@ Keys (all present; None where a phase did not run):
 """
 from __future__ import annotations
 
+STATUSES = ("compile_error", "incorrect", "correct", "flagged", "timeout", "crashed",
+            "unverified")
 KEYS = ("status", "verified", "compile_s", "cache_hit", "cache_key", "extensions", "build_log",
         "trials", "atol", "rtol", "max_abs_err", "max_rel_err", "trial_errors", "time_ms",
         "ci95_ms", "ref_eager_ms", "ref_eager_ci95_ms", "ref_compile_ms",
