@@ -7,6 +7,7 @@ import sys
 import click
 from click_default_group import DefaultGroup
 
+from workbench.cli_options import db_option
 from workbench.problems import ProblemError, library_paths, load_problem
 
 
@@ -14,10 +15,6 @@ def fail(message: str, code: int = 2) -> None:
     """Bad input ends with one clear line, never a traceback."""
     click.echo(f"error: {message}", err=True)
     sys.exit(code)
-
-
-db_option = click.option("--db", "db_path", type=click.Path(dir_okay=False), default=None,
-                         help="SQLite database (default: $KERNEL_WORKBENCH_DB or ./kernels.db).")
 
 
 @click.group(cls=DefaultGroup, default="tui", default_if_no_args=True)

@@ -10,6 +10,7 @@ import threading
 
 import click
 
+from workbench.cli_options import db_option
 from workbench.llm.factory import PROVIDERS
 
 _SEARCH_FLAGS = ("rounds", "ideas", "impls", "top_k", "repairs", "review", "budget_usd",
@@ -170,8 +171,7 @@ def print_table(store, session_id: int) -> None:
 @click.option("--prompts", "prompts_dir", type=click.Path(file_okay=False),
               help="Directory of prompt templates overriding the packaged ones.")
 @click.option("--resume", "resume_id", type=int, help="Continue session N where it stopped.")
-@click.option("--db", "db_path", type=click.Path(dir_okay=False), default=None,
-              help="SQLite database (default: $KERNEL_WORKBENCH_DB or ./kernels.db).")
+@db_option
 def run(problem: str | None, provider: str | None, model: str | None, base_url: str | None,
         atol: float | None, rtol: float | None, no_gpu: bool, gpus: tuple[str, ...],
         prices_path: str | None, prompts_dir: str | None, resume_id: int | None,

@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import click
 
+from workbench.cli_options import db_option
+
 
 @click.command("tui")
-@click.option("--db", "db_path", type=click.Path(dir_okay=False), default=None,
-              help="SQLite database (default: $KERNEL_WORKBENCH_DB or ./kernels.db).")
+@db_option
 @click.argument("problem", required=False)
 def tui(db_path: str | None, problem: str | None) -> None:
     """Open the workbench (optionally on PROBLEM, a library name)."""
