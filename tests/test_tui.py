@@ -10,12 +10,14 @@ from textual.widgets import Input, TextArea
 from llm_server import FakeExecutor, FakeLLMServer, Reply
 from tui_support import labels, small_db, wait_for
 from workbench.llm import make_provider
+from workbench.search import SearchSettings
 from workbench.store import Store
 from workbench.tui import queries
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.bench_table import BenchTable
 from workbench.tui.commands import WorkbenchCommands
 from workbench.tui.modals import ExportPrompt, IdeaEditor
+from workbench.tui.picker import ProblemPicker
 from workbench.tui.source_pane import SourcePane
 
 
@@ -419,3 +421,71 @@ async def test_idea_in_editor_and_the_filter(store, tmp_path, monkeypatch):
         assert tree.node_for("idea", idea_id) is not None
         await pilot.press("f")
         assert tree.node_for("idea", vetoed) is not None
+
+
+async def open_picker(pilot, app) -> ProblemPicker:
+    await wait_for(pilot, lambda: isinstance(app.screen, ProblemPicker), timeout=5,
+                   what="the picker")
+    await pilot.pause()
+    return app.screen
+
+
+async def fill(pilot, picker: ProblemPicker, **values: str) -> None:
+    """Type each value into its (emptied) field, as a person would."""
+    for key, value in values.items():
+        box = picker.query_one(f"#{key}", Input)
+        box.focus()
+        box.value = ""
+        await pilot.press(*value)
+
+
+async def test_picker_search_settings_reach_the_new_session(tmp_path):
+    store = Store(tmp_path / "k.db")
+    # A library problem without a session opens the picker on it; no key needed for the LLM.
+    app = WorkbenchApp(store, problem="softmax", provider_factory=lambda session: None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        picker = await open_picker(pilot, app)
+        await fill(pilot, picker, provider="openai", model="o3", rounds="3", ideas="2",
+                   impls="1", top_k="2", repairs="0", budget_usd="2.5",
+                   budget_tokens="100000", atol="1e-3", rtol="0.01")
+        await pilot.click("#review")   # on by default in the workbench: turn it off
+        await pilot.click("#no-gpu")
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: store.rows("sessions"), what="the session")
+        (session,) = store.rows("sessions")
+        assert (session["provider"], session["model"]) == ("openai", "o3")
+        settings = store.settings(session["id"])
+        assert {k: settings[k] for k in ("rounds", "ideas", "impls", "top_k", "repairs",
+                                         "review", "budget_usd", "budget_tokens")} == {
+            "rounds": 3, "ideas": 2, "impls": 1, "top_k": 2, "repairs": 0, "review": False,
+            "budget_usd": 2.5, "budget_tokens": 100000}
+        assert (settings["eval"]["atol"], settings["eval"]["rtol"]) == (1e-3, 0.01)
+        assert settings["eval"]["no_gpu"] is True
+        # What the form does not show keeps the engine's defaults.
+        assert settings["history_limit"] == SearchSettings().history_limit
+        assert settings["eval"]["trials"] == SearchSettings().eval.trials
+
+
+async def test_picker_refuses_a_bad_value_in_place(tmp_path):
+    store = Store(tmp_path / "k.db")
+    app = WorkbenchApp(store, problem="softmax", provider_factory=lambda session: None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        picker = await open_picker(pilot, app)
+        message = picker.query_one("#picker-message")
+        for key, value, said in (("rounds", "0", "rounds R: must be at least 1"),
+                                 ("repairs", "-1", "repairs: must not be negative"),
+                                 ("budget_usd", "abc", "budget $: 'abc' is not a number"),
+                                 ("budget_tokens", "1.5",
+                                  "tokens: '1.5' is not a whole number")):
+            await fill(pilot, picker, provider="openai", model="o3", **{key: value})
+            await pilot.press("ctrl+s")
+            await pilot.pause()
+            assert app.screen is picker
+            assert message.content == said
+            assert app.focused is picker.query_one(f"#{key}", Input)
+            await fill(pilot, picker, **{key: ""})   # blank: back to the default
+        assert not store.rows("sessions")
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: store.rows("sessions"), what="the session")
+        assert store.settings(store.rows("sessions")[0]["id"])["rounds"] == \
+            SearchSettings().rounds

@@ -6,9 +6,10 @@ Regenerate after an intended change: pytest tests/test_tui_snapshots.py --snapsh
 from __future__ import annotations
 
 import pytest
-from textual.widgets import TextArea
+from textual.widgets import OptionList, TextArea
 
 from tui_support import small_db, wait_for
+from workbench.store import Store
 from workbench.tui import queries
 from workbench.tui.app import WorkbenchApp
 
@@ -85,3 +86,14 @@ def test_idea_editor_80x24(snap_compare, store):
     idea = store.rows("ideas", "status = 'implemented'")[0]["id"]
     assert snap_compare(WorkbenchApp(store), terminal_size=(80, 24),
                         run_before=go_to(queries.path_to_idea(store, idea), "i"))
+
+
+def test_new_session_picker_80x24(snap_compare, tmp_path):
+    async def run_before(pilot) -> None:
+        # No session for the problem yet: the picker opens on it, with the default settings.
+        await wait_for(pilot, lambda: isinstance(pilot.app.focused, OptionList), timeout=5,
+                       what="the picker")
+        await pilot.pause()
+
+    assert snap_compare(WorkbenchApp(Store(tmp_path / "k.db"), problem="softmax"),
+                        terminal_size=(80, 24), run_before=run_before)

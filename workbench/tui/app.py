@@ -144,15 +144,14 @@ class WorkbenchApp(App):
 
         def start() -> int:
             from workbench.problems import load_problem
-            from workbench.search import SearchSettings, new_session
+            from workbench.search import new_session
 
             # Check the provider first: a missing key is one line, before torch loads.
             factory({"provider": request.provider or None, "model": request.model or None,
                      "base_url": request.base_url})
             problem = load_problem(request.problem)
-            # Review on: in the workbench a person approves, edits or vetoes each idea.
             return new_session(store, problem, request.provider, request.model,
-                               request.base_url, SearchSettings(review=True))
+                               request.base_url, request.settings)
 
         self.notify(f"starting a session on {request.problem}…", timeout=3)
         self.run_in_thread("new session", start, None)
