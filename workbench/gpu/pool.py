@@ -105,7 +105,6 @@ class LocalPool:
             verdict["status"] = "flagged" if verdict["flags"] else "correct"
         verdict["verified"] = verdict["status"] in ("correct", "flagged") and \
             verdict.get("time_ms") is not None
-        verdict.setdefault("atol", request.atol)
         verdict["atol"], verdict["rtol"] = request.atol, request.rtol
         return verdict
 

@@ -66,15 +66,18 @@ def run(job: dict, chan: Channel) -> dict:
     watched = rg.watched_objects()
     threads_before = {t.ident for t in threading.enumerate()}
     t0 = time.perf_counter()
+    candidate, error = None, None
     try:
         candidate = _exec_module(job["candidate_source"], "candidate")
     except BaseException as e:  # noqa: BLE001
-        build = {"compile_s": time.perf_counter() - t0, "cache_hit": False,
-                 "extensions": recorder.extensions, "cache_key": ",".join(recorder.keys)}
-        return {"status": "compile_error", "error": _error_text(e), **build}
-    build = {"compile_s": recorder.seconds if recorder.extensions else time.perf_counter() - t0,
-             "cache_hit": bool(recorder.extensions) and recorder.cache_hit,
+        error = _error_text(e)
+    # A failed build never reaches the recorder's clock: report the time spent trying.
+    build = {"compile_s": recorder.seconds if recorder.extensions and not error
+             else time.perf_counter() - t0,
+             "cache_hit": bool(recorder.extensions) and recorder.cache_hit and not error,
              "extensions": recorder.extensions, "cache_key": ",".join(recorder.keys)}
+    if error:
+        return {"status": "compile_error", "error": error, **build}
     if not hasattr(candidate, "ModelNew"):
         return {"status": "compile_error", **build,
                 "error": "the candidate defines no `ModelNew` class"}
