@@ -1,0 +1,49 @@
+"""The pieces of prompts the search fills in from the store: a seed, the ideas tried so far."""
+from __future__ import annotations
+
+from workbench.llm.parse import KINDS
+from workbench.search import queries
+from workbench.store import Store
+
+
+def seed_text(store: Store, problem_id: int, seed_id: int | None) -> str:
+    """A seed kernel's source and measured figures (or the reference's eager time)."""
+    if seed_id is None:
+        ref = queries.reference_eager_ms(store, problem_id)
+        timing = f" It runs in {ref:.4f} ms in PyTorch eager." if ref is not None else ""
+        return f"The PyTorch reference above; no custom kernel yet.{timing}"
+    kernel = store.get("kernels", seed_id)
+    ev = store.latest_evaluation(seed_id)
+    lines = [f"Kernel {seed_id}:", "", "```python", kernel["source"].rstrip(), "```", ""]
+    if ev and ev["time_ms"] is not None:
+        numbers = [f"{ev['time_ms']:.4f} ms"]
+        if ev["speedup_eager"]:
+            numbers.append(f"{ev['speedup_eager']:.2f}x vs PyTorch eager")
+        if ev["speedup_compile"]:
+            numbers.append(f"{ev['speedup_compile']:.2f}x vs torch.compile")
+        if ev["floor_ms"]:
+            numbers.append(f"{100 * ev['floor_ms'] / ev['time_ms']:.0f}% of the roofline "
+                           f"floor's speed (floor {ev['floor_ms']:.4f} ms)")
+        lines.append("Measured: " + ", ".join(numbers) + ".")
+    elif ev:
+        lines.append(f"Status: {ev['status']} (not timed).")
+    return "\n".join(lines)
+
+
+def history(store: Store, session_id: int, limit: int) -> tuple[str, str]:
+    """Ideas tried in this session with their best outcome, and the kinds not tried yet."""
+    rows = queries.idea_outcomes(store, session_id)
+    tried = {r["kind"] for r in rows if r["kind"]}
+    lines = []
+    for r in rows[-limit:]:
+        if r["status"] == "vetoed":
+            outcome = "vetoed by the user"
+        elif r["outcome"]:
+            status, speedup = r["outcome"].split("|")
+            outcome = status + (f", {float(speedup):.2f}x vs eager" if speedup else "")
+        else:
+            outcome = "not implemented yet"
+        lines.append(f"- [{r['kind'] or 'unknown'}] {r['text']} → {outcome}")
+    untried = [k for k in KINDS if k not in tried]
+    return ("\n".join(lines) or "None yet."), (", ".join(untried) or
+                                               "none left (all kinds tried: choose freely)")

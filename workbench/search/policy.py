@@ -1,0 +1,83 @@
+"""What to try next: the search's decisions, read from the store and the settings.
+
+Which seeds start a round, which ideas still want implementations, which failures get a repair,
+what the engine does next, and when the budget stops it. Orchestration (engine.py, pipelines.py)
+carries these decisions out.
+"""
+from __future__ import annotations
+
+from workbench.search import queries
+from workbench.search.settings import SearchSettings, Stop
+from workbench.store import Store
+
+REPAIRABLE = ("compile_error", "incorrect", "crashed", "timeout", "flagged")
+
+
+def seeds_to_ideate(store: Store, round_row: dict) -> list[int | None]:
+    """A round's seeds whose ideation has not been answered yet."""
+    done = queries.ideated_seeds(store, round_row["id"])
+    return [s for s in queries.round_seeds(round_row) if s not in done]
+
+
+def pending_review(store: Store, session_id: int, settings: SearchSettings) -> list[int]:
+    """Ideas waiting for approve / edit / veto (only while review is on)."""
+    return queries.proposed_ideas(store, session_id) if settings.review else []
+
+
+def repairable(store: Store, session_id: int, settings: SearchSettings) -> list[int]:
+    """Failed kernels with repair attempts left."""
+    if settings.repairs <= 0:
+        return []
+    return queries.repairable_kernels(store, session_id, settings.repairs, REPAIRABLE)
+
+
+def implementable(store: Store, session_id: int,
+                  settings: SearchSettings) -> list[tuple[dict, int]]:
+    """(idea, implementations still to write) for approved ideas short of M."""
+    statuses = ("approved", "edited") if settings.review else ("approved", "edited", "proposed")
+    rows = queries.ideas_with_impl_counts(store, session_id, statuses)
+    return [(row, settings.impls - row["done"]) for row in rows if row["done"] < settings.impls]
+
+
+def next_action(store: Store, session_id: int, settings: SearchSettings) -> str:
+    """ideate | review | evaluate | repair | implement | done | stopped | finished."""
+    status = queries.session_status(store, session_id)
+    if status in ("stopped", "finished"):
+        return status
+    latest = queries.latest_round(store, session_id)
+    if latest and seeds_to_ideate(store, latest):
+        return "ideate"
+    if pending_review(store, session_id, settings):
+        return "review"
+    if queries.unevaluated_kernels(store, session_id):
+        return "evaluate"
+    if repairable(store, session_id, settings):
+        return "repair"
+    if implementable(store, session_id, settings):
+        return "implement"
+    if latest is None or latest["n"] + 1 < settings.rounds:
+        return "ideate"
+    return "done"
+
+
+def choose_seeds(store: Store, session_id: int, problem_id: int, settings: SearchSettings,
+                 n: int) -> list[int | None]:
+    """Round n's seeds: the reference for round 0, else the top-k fastest eligible kernels;
+    kernels the user pinned always seed."""
+    pinned = queries.pinned_kernels(store, problem_id)
+    if n == 0:
+        best: list[int | None] = [None]
+    else:
+        best = [r["id"] for r in queries.fastest_eligible(
+            store, session_id, settings.eval.no_gpu, settings.top_k)] or [None]
+    return best + [p for p in pinned if p not in best]
+
+
+def check_budget(settings: SearchSettings, tokens: int, dollars: float) -> None:
+    """Raise Stop when the session has used its token or dollar budget."""
+    if settings.budget_tokens is not None and tokens >= settings.budget_tokens:
+        raise Stop(f"budget reached: {tokens:,} of {settings.budget_tokens:,} tokens used "
+                   f"(resume with a larger --budget-tokens)")
+    if settings.budget_usd is not None and dollars >= settings.budget_usd:
+        raise Stop(f"budget reached: ${dollars:.2f} of ${settings.budget_usd:.2f} spent "
+                   f"(resume with a larger --budget-usd)")

@@ -1,0 +1,175 @@
+"""The search's store layer: every query the engine and its policy run, as named functions.
+
+Nothing here decides anything; policy.py chooses, engine.py and pipelines.py act.
+"""
+from __future__ import annotations
+
+import json
+
+from workbench.store import Store, now
+
+# An LLM call consumed its slot unless the API failed (then resuming asks again).
+CONSUMED = "(error_kind is null or error_kind != 'api')"
+LATEST = ("left join evaluations e on e.id = "
+          "(select max(id) from evaluations where kernel_id = k.id)")
+
+
+def _eligible_sql(no_gpu: bool) -> str:
+    statuses = "'correct', 'unverified'" if no_gpu else "'correct'"
+    return f"(e.status in ({statuses}) or (e.status = 'flagged' and k.cleared = 1))"
+
+
+def _q(store: Store, sql: str, params: list) -> list[dict]:
+    return list(store.db.query(sql, params))
+
+
+def session_row(store: Store, session_id: int) -> dict | None:
+    found = store.rows("sessions", "id = ?", [session_id])
+    return found[0] if found else None
+
+
+def session_status(store: Store, session_id: int) -> str:
+    return store.get("sessions", session_id)["status"]
+
+
+def latest_round(store: Store, session_id: int) -> dict | None:
+    found = _q(store, "select * from rounds where session_id = ? order by n desc limit 1",
+               [session_id])
+    return found[0] if found else None
+
+
+def ideated_seeds(store: Store, round_id: int) -> set[int | None]:
+    """Seeds (kernel ids, None for the reference) whose ideation call of a round was answered."""
+    return {r["kernel_id"] for r in _q(
+        store, f"select kernel_id from llm_calls where round_id = ? and purpose = 'ideate' "
+        f"and {CONSUMED}", [round_id])}
+
+
+def round_seeds(round_row: dict) -> list[int | None]:
+    return json.loads(round_row["seeds"] or "[]")
+
+
+def proposed_ideas(store: Store, session_id: int) -> list[int]:
+    return [r["id"] for r in _q(
+        store, "select i.id from ideas i join rounds r on r.id = i.round_id "
+        "where r.session_id = ? and i.status = 'proposed' order by i.id", [session_id])]
+
+
+def unevaluated_kernels(store: Store, session_id: int) -> list[int]:
+    return [r["id"] for r in _q(
+        store, "select k.id from kernels k where k.session_id = ? and k.pruned = 0 and not "
+        "exists (select 1 from evaluations e where e.kernel_id = k.id) order by k.id",
+        [session_id])]
+
+
+def repairable_kernels(store: Store, session_id: int, max_attempt: int,
+                       statuses: tuple[str, ...]) -> list[int]:
+    """Failed LLM kernels (latest verdict in `statuses`) below `max_attempt`, not yet repaired."""
+    return [r["id"] for r in _q(
+        store, f"select k.id from kernels k {LATEST} left join ideas i on i.id = k.idea_id "
+        "where k.session_id = ? and k.pruned = 0 and k.origin in ('llm', 'repair') "
+        "and k.attempt < ? and coalesce(i.status, '') != 'vetoed' "
+        f"and e.status in ({', '.join(repr(s) for s in statuses)}) "
+        "and not (e.status = 'flagged' and k.cleared = 1) and not exists (select 1 from "
+        f"llm_calls c where c.kernel_id = k.id and c.purpose = 'repair' and {CONSUMED}) "
+        "order by k.id", [session_id, max_attempt])]
+
+
+def ideas_with_impl_counts(store: Store, session_id: int, statuses: tuple[str, ...]) -> list[dict]:
+    """Ideas in `statuses` whose seed is not pruned, each with `done`: implement calls made."""
+    marks = ", ".join("?" for _ in statuses)
+    return _q(
+        store, "select i.*, (select count(*) from llm_calls c where c.idea_id = i.id and "
+        f"c.purpose = 'implement' and {CONSUMED}) as done from ideas i "
+        "join rounds r on r.id = i.round_id left join kernels s on s.id = i.seed_kernel_id "
+        f"where r.session_id = ? and i.status in ({marks}) and coalesce(s.pruned, 0) = 0 "
+        "order by i.id", [session_id, *statuses])
+
+
+def round_ideas_with_impl_counts(store: Store, session_id: int,
+                                 round_id: int | None) -> list[dict]:
+    """All ideas of a round (or of the session) with `done`: implement calls made."""
+    return _q(
+        store, "select i.*, (select count(*) from llm_calls c where c.idea_id = i.id and "
+        f"c.purpose = 'implement' and {CONSUMED}) as done from ideas i join rounds r on "
+        "r.id = i.round_id where r.session_id = ? and (? is null or i.round_id = ?)",
+        [session_id, round_id, round_id])
+
+
+def pinned_kernels(store: Store, problem_id: int) -> list[int]:
+    return [r["id"] for r in _q(
+        store, "select id from kernels where problem_id = ? and pinned = 1 and pruned = 0 "
+        "order by id", [problem_id])]
+
+
+def fastest_eligible(store: Store, session_id: int, no_gpu: bool, limit: int) -> list[dict]:
+    """Kernels that may seed (correct, or flagged and cleared), fastest first, newest on ties."""
+    return _q(
+        store, f"select k.id, e.status, e.time_ms, e.speedup_eager from kernels k {LATEST} "
+        f"where k.session_id = ? and k.pruned = 0 and {_eligible_sql(no_gpu)} "
+        "order by e.time_ms is null, e.time_ms, k.id desc limit ?", [session_id, limit])
+
+
+def session_table(store: Store, session_id: int) -> list[dict]:
+    """One row per kernel: round, idea, kernel, status, time_ms, speedup_eager."""
+    return _q(
+        store, "select r.n as round, k.idea_id as idea, k.id as kernel, k.origin, k.attempt, "
+        "k.pruned, coalesce(e.status, 'pending') as status, e.time_ms, e.speedup_eager, "
+        "e.error from kernels k left join ideas i on i.id = k.idea_id "
+        f"left join rounds r on r.id = i.round_id {LATEST} where k.session_id = ? "
+        "order by k.id", [session_id])
+
+
+def spent(store: Store, session_id: int) -> tuple[int, float]:
+    """Tokens (input + output) and dollars this session's LLM calls have used."""
+    row = store.db.execute(
+        "select coalesce(sum(coalesce(tokens_in, 0) + coalesce(tokens_out, 0)), 0), "
+        "coalesce(sum(cost_usd), 0) from llm_calls where session_id = ?", [session_id]).fetchone()
+    return int(row[0]), float(row[1])
+
+
+def reference_eager_ms(store: Store, problem_id: int) -> float | None:
+    """The latest measured PyTorch eager time of a problem's reference, if any."""
+    row = next(store.db.query(
+        "select e.ref_eager_ms from evaluations e join kernels k on k.id = e.kernel_id "
+        "where k.problem_id = ? and e.ref_eager_ms is not null order by e.id desc "
+        "limit 1", [problem_id]), None)
+    return row["ref_eager_ms"] if row else None
+
+
+def idea_outcomes(store: Store, session_id: int) -> list[dict]:
+    """Every idea of a session with `outcome`: 'status|speedup' of its best kernel, or None."""
+    return _q(
+        store, "select i.id, i.kind, i.text, i.status, (select e.status || '|' || "
+        "coalesce(e.speedup_eager, '') from kernels k " + LATEST + " where k.idea_id = i.id "
+        "and e.id is not null order by e.status != 'correct', e.time_ms limit 1) as outcome "
+        "from ideas i join rounds r on r.id = i.round_id where r.session_id = ? "
+        "order by i.id", [session_id])
+
+
+def finish_session(store: Store, session_id: int) -> None:
+    """Close every open round and mark the session finished, together."""
+    with store.transaction():
+        store.db.execute("update rounds set status = 'done', ended_at = ? where "
+                         "session_id = ? and status != 'done'", [now(), session_id])
+        store.update("sessions", session_id, status="finished", stop_reason="finished",
+                     ended_at=now())
+
+
+def stop_session(store: Store, session_id: int, reason: str) -> bool:
+    """Mark a running session stopped; False when it was already stopped or finished."""
+    if session_status(store, session_id) in ("stopped", "finished"):
+        return False
+    store.update("sessions", session_id, status="stopped", stop_reason=reason, ended_at=now())
+    return True
+
+
+def start_round(store: Store, session_id: int, n: int, seeds: list[int | None],
+                previous_id: int | None) -> int:
+    """Close the previous round and open round n with its seeds, together."""
+    with store.transaction():
+        if previous_id is not None:
+            store.update("rounds", previous_id, status="done", ended_at=now())
+        round_id = store.create_round(session_id, n)
+        store.update("rounds", round_id, seeds=seeds)
+    return round_id

@@ -1,0 +1,39 @@
+"""A session's search settings, stored as JSON on the session row, and the search's errors."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+
+from workbench.gpu.executor import EvalSettings
+
+
+class SearchError(Exception):
+    """A session that cannot start or continue; str() is one line."""
+
+
+class Stop(Exception):
+    """Stop the session after the work in hand (budget, API failure, cancel)."""
+
+
+@dataclass
+class SearchSettings:
+    rounds: int = 5               # R, as in the CRFM post
+    ideas: int = 4                # N ideas per seed per round
+    impls: int = 2                # M implementations per approved idea
+    top_k: int = 4                # k best kernels seed the next round
+    repairs: int = 1              # repair attempts per failed implementation
+    review: bool = False          # ideas wait for a human before implementation
+    budget_usd: float | None = None
+    budget_tokens: int | None = None
+    history_limit: int = 40       # past ideas shown to ideation
+    eval: EvalSettings = field(default_factory=EvalSettings)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "SearchSettings":
+        known = {f.name for f in fields(cls)} - {"eval"}
+        eval_known = {f.name for f in fields(EvalSettings)}
+        return cls(**{k: v for k, v in data.items() if k in known},
+                   eval=EvalSettings(**{k: v for k, v in (data.get("eval") or {}).items()
+                                        if k in eval_known}))
