@@ -155,6 +155,13 @@ def add_kernel(world, verdict: dict | None, source: str = CANDIDATE) -> int:
     return kid
 
 
+def add_built_kernel(world, source: str = CANDIDATE) -> int:
+    """A kernel whose build succeeded but recorded no sources (as builds before m003 did)."""
+    kid = add_kernel(world, None, source)
+    world["store"].add_build(kid, ok=True, seconds=10.0, cache_hit=False, cache_key="k", log="")
+    return kid
+
+
 # -- what export writes --------------------------------------------------------------------------
 
 def test_export_writes_solution_sources_package_and_report(world):
@@ -245,10 +252,18 @@ def test_refuses_unverified_kernels(world, status, cleared, why):
         status, 50.0, flags=[{"kind": "floor", "reason": "faster than the roofline floor"}])
     kid = add_kernel(world, verdict)
     out = world["tmp"] / "out"
-    with pytest.raises(ExportError, match=why + ".*--allow-unverified") as e:
+    with pytest.raises(ExportError, match=why) as e:
         export_kernel(world["store"], kid, out)
     assert "\n" not in str(e.value)
     assert not out.exists()
+    if status in (None, "compile_error"):
+        # Nothing that never compiled leaves, whatever the caller allows.
+        assert not e.value.overridable
+        with pytest.raises(ExportError, match="never compiled"):
+            export_kernel(world["store"], kid, out, allow_unverified=True)
+        assert not out.exists()
+        return
+    assert e.value.overridable
     result = export_kernel(world["store"], kid, out, allow_unverified=True)
     assert result.notes[0].startswith("exported without verification")
     assert (out / "solution.py").exists()
@@ -300,8 +315,8 @@ def test_extract_reports_what_it_cannot_resolve():
     assert extract_extensions("import torch\n") == []
 
 
-def test_export_without_build_reads_sources_statically(world):
-    kid = add_kernel(world, None)
+def test_export_without_recorded_sources_reads_them_statically(world):
+    kid = add_built_kernel(world)
     result = export_kernel(world["store"], kid, world["tmp"] / "out", allow_unverified=True)
     assert result.sources_from == "static" and result.module == f"kwb_relu_k{kid}"
     cu = (world["tmp"] / "out" / "csrc" / f"{result.module}.cu").read_text()
@@ -310,7 +325,7 @@ def test_export_without_build_reads_sources_statically(world):
 
 def test_export_of_unresolvable_source_keeps_solution_and_says_why(world):
     source = CANDIDATE.replace('cuda_sources=[CUDA_SRC]', 'cuda_sources=[open("k.cu").read()]')
-    kid = add_kernel(world, None, source)
+    kid = add_built_kernel(world, source)
     out = world["tmp"] / "out"
     result = export_kernel(world["store"], kid, out, allow_unverified=True)
     assert result.module is None and not (out / "setup.py").exists()
@@ -331,6 +346,27 @@ def test_cli_export_and_refusal(world):
     assert again.output.count("\n") == 1 and again.output.startswith("error: ")
     missing = runner.invoke(main, ["export", "1", "--out", out, "--db", str(world["tmp"] / "x.db")])
     assert missing.exit_code == 2 and "no workbench database" in missing.output
+
+
+def test_cli_export_takes_the_apps_kernel_names_and_says_how_to_override(world):
+    db, runner = str(world["store"].path), CliRunner()
+    ok = runner.invoke(main, ["export", f"k{world['k2']}", "--out", str(world["tmp"] / "a"),
+                              "--db", db])
+    assert ok.exit_code == 0, ok.output
+    for bad in ("kk2", "k-1", "0", str(2**63), "99999999999999999999999"):
+        result = runner.invoke(main, ["export", bad, "--out", str(world["tmp"] / "b"), "--db", db])
+        assert result.exit_code == 2 and "is not a kernel id" in result.output, result.output
+        assert "Traceback" not in result.output
+    kid = add_kernel(world, make_verdict("incorrect"))
+    refused = runner.invoke(main, ["export", str(kid), "--out", str(world["tmp"] / "c"),
+                                   "--db", db])
+    assert refused.exit_code == 2 and refused.output.count("\n") == 1
+    assert "pass --allow-unverified to export it anyway" in refused.output
+    never = add_kernel(world, make_verdict("compile_error"))
+    refused = runner.invoke(main, ["export", str(never), "--out", str(world["tmp"] / "d"),
+                                   "--db", db, "--allow-unverified"])
+    assert refused.exit_code == 2 and "never compiled" in refused.output
+    assert "--allow-unverified" not in refused.output
 
 
 # -- the real build (once per session) -----------------------------------------------------------

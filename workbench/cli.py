@@ -7,17 +7,23 @@ import sys
 import click
 from click_default_group import DefaultGroup
 
-from workbench.cli_options import db_option
+from workbench.cli_options import KernelId, db_option, fail, open_store
 from workbench.problems import ProblemError, library_paths, load_problem
 
 
-def fail(message: str, code: int = 2) -> None:
-    """Bad input ends with one clear line, never a traceback."""
-    click.echo(f"error: {message}", err=True)
-    sys.exit(code)
+class WorkbenchGroup(DefaultGroup):
+    """A database that fails mid-command (full disk, read-only, damaged) ends in one line."""
+
+    def invoke(self, ctx: click.Context):
+        from workbench.store import StoreError
+
+        try:
+            return super().invoke(ctx)
+        except StoreError as e:
+            fail(str(e))
 
 
-@click.group(cls=DefaultGroup, default="tui", default_if_no_args=True)
+@click.group(cls=WorkbenchGroup, default="tui", default_if_no_args=True)
 @click.version_option(package_name="kernel-workbench")
 def main() -> None:
     """kernel-workbench: LLMs write CUDA kernels for PyTorch ops; a verifier you can trust checks them."""
@@ -50,20 +56,8 @@ def problems(paths: tuple[str, ...], as_json: bool) -> None:
         sys.exit(2)
 
 
-def _open_existing_store(db_path: str | None):
-    """The store at --db (or the default), refusing to create an empty one by mistake."""
-    from pathlib import Path
-
-    from workbench.store import Store, default_db_path
-
-    path = default_db_path() if db_path is None else Path(db_path)
-    if not path.is_file():
-        fail(f"{path}: no workbench database there (pass --db PATH or set KERNEL_WORKBENCH_DB)")
-    return Store(path)
-
-
 @main.command()
-@click.argument("kernel_id", type=int)
+@click.argument("kernel_id", type=KernelId())
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
               help="Directory to write the export into.")
 @click.option("--force", is_flag=True, help="Overwrite files in a non-empty --out.")
@@ -75,12 +69,12 @@ def export(kernel_id: int, out_dir: str, force: bool, allow_unverified: bool,
     """Write a kernel's sources, KernelBench solution, installable extension and report."""
     from workbench.export import ExportError, export_kernel
 
-    store = _open_existing_store(db_path)
+    store = open_store(db_path, existing=True)
     try:
         result = export_kernel(store, kernel_id, out_dir, force=force,
                                allow_unverified=allow_unverified)
     except ExportError as e:
-        fail(str(e))
+        fail(f"{e}; pass --allow-unverified to export it anyway" if e.overridable else str(e))
     for note in result.notes:
         click.echo(f"note: {note}", err=True)
     click.echo(f"exported kernel {kernel_id} to {result.out_dir} ({len(result.files)} files)")
@@ -97,7 +91,7 @@ def report(selectors: tuple[str, ...], as_json: bool, db_path: str | None) -> No
     """Best kernel per problem, speedup by round and fast_p, for sessions (ids) or problems."""
     from workbench.report import ReportError, build_report, render_text
 
-    store = _open_existing_store(db_path)
+    store = open_store(db_path, existing=True)
     try:
         data = build_report(store, list(selectors))
     except ReportError as e:
@@ -129,7 +123,6 @@ def eval_command(problem: str, candidate: str, as_json: bool, gpus: tuple[int, .
     from workbench.gpu.pool import LocalPool
     from workbench.gpu.verdict import describe
     from workbench.gpu.verifier import record, request_for
-    from workbench.store import Store
 
     try:
         prob = load_problem(problem, smoke=False)
@@ -139,7 +132,7 @@ def eval_command(problem: str, candidate: str, as_json: bool, gpus: tuple[int, .
         source = Path(candidate).read_text()
     except (OSError, UnicodeDecodeError) as e:
         fail(f"{candidate}: cannot read the candidate: {e}")
-    store = Store(db_path)
+    store = open_store(db_path)
     kernel_id = store.add_kernel(store.upsert_problem(prob), source, origin="file")
     settings = EvalSettings(atol=atol, rtol=rtol, trials=trials, time_budget_s=time_budget,
                             no_gpu=no_gpu)

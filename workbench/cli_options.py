@@ -1,5 +1,47 @@
-"""Options shared by every command that touches the store (the app's, `run`'s and the rest)."""
+"""What every command shares: the --db option, opening the store, kernel ids, one-line failure."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import NoReturn
+
 import click
+
+from workbench.store_errors import MAX_ID
 
 db_option = click.option("--db", "db_path", type=click.Path(dir_okay=False), default=None,
                          help="SQLite database (default: $KERNEL_WORKBENCH_DB or ./kernels.db).")
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    """Bad input ends with one clear line, never a traceback."""
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
+def open_store(db_path: str | None, existing: bool = False):
+    """The store at --db (or the default); `existing` refuses to create an empty one."""
+    from workbench.store import Store, StoreError, default_db_path
+
+    path = default_db_path() if db_path is None else db_path
+    if existing and not Path(path).is_file():
+        fail(f"{path}: no workbench database there (pass --db PATH or set KERNEL_WORKBENCH_DB)")
+    try:
+        return Store(path)
+    except StoreError as e:
+        fail(str(e))
+
+
+class KernelId(click.ParamType):
+    """A kernel id as the app writes it (k3) or as a number (3)."""
+
+    name = "KERNEL_ID"
+
+    def convert(self, value, param, ctx) -> int:
+        if isinstance(value, int):
+            return value
+        digits = str(value).strip().lower().removeprefix("k")
+        if not digits.isdigit() or not 1 <= int(digits) <= MAX_ID:
+            self.fail(f"{value!r} is not a kernel id (write it as k3 or 3)", param, ctx)
+        return int(digits)
+

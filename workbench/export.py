@@ -21,7 +21,14 @@ from workbench.store import Store
 
 
 class ExportError(Exception):
-    """An export that cannot or should not happen; str() is one line saying why."""
+    """An export that cannot or should not happen; str() is one line saying why.
+
+    `overridable`: the kernel is not verified correct, and the caller may export it anyway
+    (each front end says how: a CLI flag, a checkbox)."""
+
+    def __init__(self, message: str, overridable: bool = False) -> None:
+        super().__init__(message)
+        self.overridable = overridable
 
 
 @dataclass
@@ -104,10 +111,15 @@ def export_kernel(store: Store, kernel_id: int, out_dir: str | Path, force: bool
     if kernel is None:
         raise ExportError(f"kernel {kernel_id}: no such kernel in {store.path} "
                           "(`kernel-workbench report` lists sessions and their best kernels)")
+    if not store.has_compiled(kernel_id):
+        latest = store.latest_evaluation(kernel_id)
+        detail = (f"its latest evaluation is {latest['status']}" if latest
+                  else "it has never been evaluated")
+        raise ExportError(f"kernel {kernel_id} has never compiled ({detail}): nothing to "
+                          "export; compile and time it first")
     why = _refusal(store, kernel)
     if why and not allow_unverified:
-        raise ExportError(f"{why}: refusing to export it; pass --allow-unverified to export "
-                          "it anyway")
+        raise ExportError(f"{why}: refusing to export it", overridable=True)
     if out.exists() and not out.is_dir():
         raise ExportError(f"{out} is a file, not a directory: choose another --out")
     if out.is_dir() and any(out.iterdir()) and not force:

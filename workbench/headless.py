@@ -10,17 +10,13 @@ import threading
 
 import click
 
-from workbench.cli_options import db_option
+from workbench.cli_options import db_option, fail, open_store
 from workbench.llm.factory import PROVIDERS
+from workbench.store_errors import MAX_ID
 
 _SEARCH_FLAGS = ("rounds", "ideas", "impls", "top_k", "repairs", "review", "budget_usd",
                  "budget_tokens")
 _PROVIDER_FLAGS = ("reasoning_effort", "thinking_budget", "timeout_s", "retries", "concurrency")
-
-
-def _fail(message: str, code: int = 2) -> None:
-    click.echo(f"error: {message}", err=True)
-    sys.exit(code)
 
 
 def _gpu_list(values: tuple[str, ...]) -> list[int] | None:
@@ -170,7 +166,8 @@ def print_table(store, session_id: int) -> None:
               help="Price table (TOML) overriding the built-in one.")
 @click.option("--prompts", "prompts_dir", type=click.Path(file_okay=False),
               help="Directory of prompt templates overriding the packaged ones.")
-@click.option("--resume", "resume_id", type=int, help="Continue session N where it stopped.")
+@click.option("--resume", "resume_id", type=click.IntRange(1, MAX_ID),
+              help="Continue session N where it stopped.")
 @db_option
 def run(problem: str | None, provider: str | None, model: str | None, base_url: str | None,
         atol: float | None, rtol: float | None, no_gpu: bool, gpus: tuple[str, ...],
@@ -184,26 +181,25 @@ def run(problem: str | None, provider: str | None, model: str | None, base_url: 
     from workbench.problems import ProblemError, load_problem
     from workbench.search import (Engine, SearchError, SearchSettings, new_session,
                                   problem_of, resume_session)
-    from workbench.store import Store
 
     search_flags = {k: flags[k] for k in _SEARCH_FLAGS if flags[k] is not None}
     provider_flags = {k: flags[k] for k in _PROVIDER_FLAGS if flags[k] is not None}
     try:
         gpu_list = _gpu_list(gpus)
     except ValueError:
-        _fail("--gpu takes GPU indexes, e.g. --gpu 0 --gpu 1 or --gpu 0,1")
+        fail("--gpu takes GPU indexes, e.g. --gpu 0 --gpu 1 or --gpu 0,1")
     try:
         config = load_config()
         prices = PriceTable.load(prices_path or config.get("prices"))
         prompts = Prompts(prompts_dir)
     except (ProviderError, PriceError, PromptError) as e:
-        _fail(str(e))
+        fail(str(e))
 
     if resume_id is not None:
-        store = Store(db_path)
+        store = open_store(db_path, existing=True)
         found = store.rows("sessions", "id = ?", [resume_id])
         if not found:
-            _fail(f"no session {resume_id} in {store.path}")
+            fail(f"no session {resume_id} in {store.path}")
         session = found[0]
         stored = store.settings(resume_id)
         eval_overrides = {k: v for k, v in (("atol", atol), ("rtol", rtol)) if v is not None}
@@ -214,11 +210,11 @@ def run(problem: str | None, provider: str | None, model: str | None, base_url: 
         model = model or session["model"]
         base_url = base_url or session["base_url"]
         if not problem_arg_matches(problem, store, resume_id):
-            _fail(f"session {resume_id} is for problem {problem_of(store, resume_id).name}, "
+            fail(f"session {resume_id} is for problem {problem_of(store, resume_id).name}, "
                   f"not {problem}")
     else:
         if not problem:
-            _fail("give a PROBLEM (a library name or a file) or --resume SESSION")
+            fail("give a PROBLEM (a library name or a file) or --resume SESSION")
         name = provider or config.get("provider")
         model = model or config.get("model")
         base_url = base_url or config.get("base_url")
@@ -226,9 +222,13 @@ def run(problem: str | None, provider: str | None, model: str | None, base_url: 
     try:
         llm = make_provider(name, model, base_url, prices=prices, **options)
     except ProviderError as e:
-        _fail(str(e))
+        fail(str(e))
     if resume_id is None:
-        store = Store(db_path)   # opened only once the run can start: no stray kernels.db
+        try:
+            prob = load_problem(problem)
+        except ProblemError as e:
+            fail(str(e))
+        store = open_store(db_path)   # only once the run can start: no stray kernels.db
 
     if resume_id is not None:
         eval_settings = {**stored.get("eval", {}), **eval_overrides}
@@ -240,10 +240,6 @@ def run(problem: str | None, provider: str | None, model: str | None, base_url: 
     else:
         from workbench.gpu.executor import EvalSettings
 
-        try:
-            prob = load_problem(problem)
-        except ProblemError as e:
-            _fail(str(e))
         settings = SearchSettings.from_dict(search_flags)
         settings.eval = EvalSettings(atol=atol, rtol=rtol, no_gpu=no_gpu)
         session_id = new_session(store, prob, name, model, base_url, settings,
@@ -253,12 +249,12 @@ def run(problem: str | None, provider: str | None, model: str | None, base_url: 
     try:
         executor = make_executor(gpu_list, printer.phase)
     except ImportError as e:
-        _fail(f"the local verifier is not available: {e}")
+        fail(f"the local verifier is not available: {e}")
     try:
         engine = Engine(store, session_id, llm, executor, on_event=printer, prompts=prompts)
     except SearchError as e:
         executor.shutdown(cancel=True)
-        _fail(str(e))
+        fail(str(e))
     s = engine.settings
     budget = (f", budget ${s.budget_usd:g}" if s.budget_usd is not None else "") + \
         (f", budget {s.budget_tokens:,} tokens" if s.budget_tokens is not None else "")

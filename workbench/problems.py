@@ -7,6 +7,7 @@ device, so nothing is allocated and a 4096x65536 problem inspects in millisecond
 """
 from __future__ import annotations
 
+import difflib
 import hashlib
 import importlib.resources
 import types
@@ -68,8 +69,10 @@ def resolve(name_or_path: str | Path) -> Path:
     candidate = library_dir() / f"{name_or_path}.py"
     if candidate.is_file():
         return candidate
+    close = difflib.get_close_matches(str(name_or_path), [p.stem for p in library_paths()], n=3)
+    hint = f"did you mean {' or '.join(close)}? " if close else ""
     raise ProblemError(f"{name_or_path}: no problem of that name in the library and no such file "
-                       "(run `kernel-workbench problems` to list the library)")
+                       f"({hint}`kernel-workbench problems` lists the library)")
 
 
 def _one_line(e: BaseException) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import threading
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -18,6 +19,8 @@ import sqlite_utils
 from sqlite_utils.migrations import Migrations
 
 from workbench.gpu.verdict import STATUSES
+from workbench.store_errors import (MAX_ID, StoreError, check_openable, explain, is_read_only,
+                                    newer_schema)
 
 DB_ENV = "KERNEL_WORKBENCH_DB"
 migrations = Migrations("kernel-workbench")
@@ -99,28 +102,72 @@ def m002_llm_calls(db: sqlite_utils.Database) -> None:
     db["kernels"].add_column("llm_call_id", int, fk="llm_calls", fk_col="id")
 
 
-def _connect(path: Path) -> sqlite_utils.Database:
+def _connect(path: Path, read_only: bool = False) -> sqlite_utils.Database:
+    if read_only:
+        return sqlite_utils.Database(sqlite3.connect(f"file:{path}?mode=ro", uri=True,
+                                                     check_same_thread=False))
     db = sqlite_utils.Database(path)
+    # The busy timeout first: switching a fresh file to WAL takes a lock another process
+    # opening it at the same moment may hold.
+    db.execute("PRAGMA busy_timeout=10000")
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA foreign_keys=ON")
-    db.execute("PRAGMA busy_timeout=10000")
     return db
 
 
+@contextmanager
+def _speaking(path: Path) -> Iterator[None]:
+    """sqlite3's operational errors (full disk, read-only, corrupt, locked) as one-line
+    StoreErrors; constraint violations stay what they are (they are bugs, not the user's)."""
+    try:
+        yield
+    except sqlite3.IntegrityError:
+        raise
+    except (sqlite3.OperationalError, sqlite3.DatabaseError) as e:
+        raise explain(path, e) from None
+
+
 class Store:
-    """The workbench database. Safe to share between threads: each gets its own connection."""
+    """The workbench database. Safe to share between threads: each gets its own connection.
+
+    Opening it raises StoreError (one line) for a path that cannot hold a database, a damaged
+    file or one written by a newer version. A file this process may not write opens read-only:
+    reading works, a write raises StoreError.
+    """
 
     def __init__(self, path: str | Path | None = None, migrate: bool = True):
         self.path = Path(path) if path is not None else default_db_path()
+        check_openable(self.path)
+        self.read_only = is_read_only(self.path)
         self._local = threading.local()
-        if migrate:
-            migrations.apply(self.db)
+        with _speaking(self.path):
+            if migrate or self.read_only:
+                self._migrate()
+            else:
+                self.db.execute("select 1")
+
+    def _migrate(self) -> None:
+        """Apply pending migrations under the write lock: two processes opening a fresh file
+        at once take turns, and the second finds nothing left to do."""
+        db = self.db
+        known = {m.name for m in migrations._migrations}
+        unknown = [m.name for m in migrations.applied(db) if m.name not in known]
+        if unknown:
+            raise newer_schema(self.path, unknown)
+        if not migrations.pending(db):
+            return
+        if self.read_only:
+            raise StoreError(f"{self.path} is read-only and needs a schema upgrade: make it "
+                             "writable (chmod u+w) and open it once")
+        with self.transaction():
+            migrations.apply(db)
 
     @property
     def db(self) -> sqlite_utils.Database:
         db = getattr(self._local, "db", None)
         if db is None:
-            db = self._local.db = _connect(self.path)
+            with _speaking(self.path):
+                db = self._local.db = _connect(self.path, self.read_only)
         return db
 
     @contextmanager
@@ -136,13 +183,16 @@ class Store:
             with db.atomic():   # nested: a savepoint
                 yield db
             return
-        db.execute("BEGIN IMMEDIATE")
+        with _speaking(self.path):
+            db.execute("BEGIN IMMEDIATE")
         try:
             yield db
         except BaseException:
-            db.execute("ROLLBACK")
+            if db.conn.in_transaction:
+                db.execute("ROLLBACK")
             raise
-        db.execute("COMMIT")
+        with _speaking(self.path):
+            db.execute("COMMIT")
 
     # -- generic helpers -------------------------------------------------------------------
     def get(self, table: str, row_id: int) -> dict[str, Any]:
@@ -155,12 +205,14 @@ class Store:
     def insert(self, table: str, row: dict[str, Any]) -> int:
         row = {k: (json.dumps(v) if isinstance(v, (dict, list)) else v) for k, v in row.items()}
         row.setdefault("created_at", now())
-        return self.db[table].insert(row).last_pk
+        with _speaking(self.path):
+            return self.db[table].insert(row).last_pk
 
     def update(self, table: str, row_id: int, **fields: Any) -> None:
         fields = {k: (json.dumps(v) if isinstance(v, (dict, list)) else v)
                   for k, v in fields.items()}
-        self.db[table].update(row_id, fields)
+        with _speaking(self.path):
+            self.db[table].update(row_id, fields)
 
     # -- problems ---------------------------------------------------------------------------
     def upsert_problem(self, problem) -> int:
@@ -269,13 +321,19 @@ class Store:
 
     # -- reading for export and reports ------------------------------------------------------
     def find(self, table: str, row_id: int) -> dict[str, Any] | None:
-        """A row by id, or None when there is none."""
+        """A row by id, or None when there is none (ids past SQLite's range included)."""
+        if not 0 <= row_id <= MAX_ID:
+            return None
         found = self.rows(table, "id = ?", [row_id])
         return found[0] if found else None
 
     def latest_build(self, kernel_id: int) -> dict | None:
         found = self.rows("builds", "kernel_id = ?", [kernel_id], order_by="id desc")
         return found[0] if found else None
+
+    def has_compiled(self, kernel_id: int) -> bool:
+        """Whether any build of the kernel succeeded."""
+        return bool(self.rows("builds", "kernel_id = ? and ok = 1", [kernel_id]))
 
     def kernel_round(self, kernel_id: int) -> int | None:
         """The round number of the idea a kernel implements (None for kernels without one)."""
