@@ -313,6 +313,44 @@ class Store:
         found = self.rows("evaluations", "kernel_id = ?", [kernel_id], order_by="id desc")
         return found[0] if found else None
 
+    # -- hardware evidence (workbench.evidence) -----------------------------------------------
+    def add_profile(self, kernel_id: int, kind: str, data: dict, summary: str,
+                    evaluation_id: int | None = None) -> int:
+        return self.insert("profiles", {"kernel_id": kernel_id, "evaluation_id": evaluation_id,
+                                        "kind": kind, "summary": summary, "data": data})
+
+    def kernel_profiles(self, kernel_id: int) -> dict[str, dict]:
+        """The latest profile of each kind for a kernel: {kind: row with data decoded}."""
+        latest: dict[str, dict] = {}
+        for row in self.db.query(
+                "select * from profiles where kernel_id = ? and id in (select max(id) from "
+                "profiles where kernel_id = ? group by kind) order by id", [kernel_id, kernel_id]):
+            latest[row["kind"]] = {**row, "data": json.loads(row["data"] or "{}")}
+        return latest
+
+    def lineage(self, kernel_id: int, limit: int = 8) -> list[int]:
+        """The kernel and its ancestors through parent_id, nearest first."""
+        return [r["id"] for r in self.db.query(
+            "with recursive up(id, parent_id, depth) as (select id, parent_id, 0 from kernels "
+            "where id = ? union all select k.id, k.parent_id, up.depth + 1 from kernels k "
+            "join up on k.id = up.parent_id where up.depth < ?) select id from up order by depth",
+            [kernel_id, limit - 1])]
+
+    def set_evidence_choice(self, kernel_id: int, attached: list[str], note: str = "") -> int:
+        return self.insert("evidence_choices", {"kernel_id": kernel_id, "attached": attached,
+                                                "note": note})
+
+    def evidence_choice(self, kernel_id: int) -> dict | None:
+        """The engineer's latest choice for prompts starting from this kernel, or None."""
+        found = self.rows("evidence_choices", "kernel_id = ?", [kernel_id], order_by="id desc")
+        if not found:
+            return None
+        return {**found[0], "attached": json.loads(found[0]["attached"] or "[]")}
+
+    def kernel_problem(self, kernel_id: int) -> dict:
+        return next(self.db.query("select p.* from problems p join kernels k on "
+                                  "k.problem_id = p.id where k.id = ?", [kernel_id]))
+
     def add_llm_call(self, **fields: Any) -> int:
         return self.insert("llm_calls", fields)
 
@@ -378,3 +416,26 @@ def m005_sessions_rounds_created_at(db: sqlite_utils.Database) -> None:
     for table in ("sessions", "rounds"):
         if "created_at" not in db[table].columns_dict:
             db[table].add_column("created_at", str)
+
+
+@migrations()
+def m020_profiles(db: sqlite_utils.Database) -> None:
+    # Hardware evidence per kernel, one row per kind (resources | runtime | bottleneck | ncu |
+    # change), so new kinds need no schema change: data is JSON, summary one line.
+    db["profiles"].create({
+        "id": int, "kernel_id": int, "evaluation_id": int, "kind": str, "summary": str,
+        "data": str, "created_at": str}, pk="id",
+        foreign_keys=[("kernel_id", "kernels", "id"), ("evaluation_id", "evaluations", "id")],
+        not_null={"kernel_id", "kind"})
+    db["profiles"].create_index(["kernel_id", "kind"])
+
+
+@migrations()
+def m021_evidence_choices(db: sqlite_utils.Database) -> None:
+    # What the engineer attaches to the next prompt of a lineage (kinds of evidence, a note),
+    # and what each LLM call was actually given.
+    db["evidence_choices"].create({
+        "id": int, "kernel_id": int, "attached": str, "note": str, "created_at": str},
+        pk="id", foreign_keys=[("kernel_id", "kernels", "id")], not_null={"kernel_id"})
+    db["evidence_choices"].create_index(["kernel_id"])
+    db["llm_calls"].add_column("evidence", str)

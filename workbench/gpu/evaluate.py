@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 
 from workbench.gpu import inputs as inp
+from workbench.gpu import launch_trace
 from workbench.gpu import runtime_guards as rg
 from workbench.gpu import timing
 from workbench.gpu.compare import compare
@@ -41,7 +42,7 @@ def _align_weights(ref, cand) -> bool:
 def _ceilings(cache_dir: Path, Event) -> dict:
     props = torch.cuda.get_device_properties(0)
     path = cache_dir / "ceilings.json"
-    key = f"{props.name}|{torch.__version__}"
+    key = f"{props.name}|{torch.__version__}|{timing.CEILINGS_VERSION}"
     with open(cache_dir / "ceilings.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         table = json.loads(path.read_text()) if path.exists() else {}
@@ -94,7 +95,7 @@ def evaluate(job: dict, candidate, recorder, reference: Reference, watched: dict
     flags: list[dict] = []
     phase_s: dict = {}
     out: dict = {"gpu": torch.cuda.get_device_name(0), "atol": atol, "rtol": rtol,
-                 "flags": flags, "phase_s": phase_s}
+                 "flags": flags, "phase_s": phase_s, "device": launch_trace.device_info()}
 
     def flag(kind: str, reason: str) -> None:
         if not any(f["kind"] == kind for f in flags):
@@ -179,8 +180,9 @@ def evaluate(job: dict, candidate, recorder, reference: Reference, watched: dict
     t = clock()
     try:
         with torch.no_grad():
-            kernels = rg.profile_kernels(cand, inp.clone(base))
-        own, lib, other = rg.attribute(kernels, ours)
+            launches = launch_trace.profile_launches(cand, inp.clone(base))
+        out["launches"] = launch_trace.summarize(launches)   # evidence for the prompts
+        own, lib, other = rg.attribute([(k["name"], k["us"]) for k in launches], ours)
         total = own + lib + other
         out["kernel_time_split_us"] = {"own": own, "library": lib, "other": other}
         if ours and own == 0:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import workbench
 from workbench import cuda_env
-from workbench.gpu import buildlog, guards
+from workbench.gpu import buildlog, guards, resources
 from workbench.gpu.executor import EvalRequest
 from workbench.gpu.verdict import empty
 
@@ -103,6 +103,9 @@ class LocalPool:
                 verdict["error"] = "no GPU on this machine: built and statically checked only"
         elif status in ("correct", "flagged"):
             verdict["status"] = "flagged" if verdict["flags"] else "correct"
+        if status != "compile_error" and verdict.get("cache_key"):   # evidence for the prompts
+            verdict["resources"] = resources.resource_usage(
+                resources.built_objects(self.cache_dir, verdict["cache_key"]))
         verdict["verified"] = verdict["status"] in ("correct", "flagged") and \
             verdict.get("time_ms") is not None
         verdict["atol"], verdict["rtol"] = request.atol, request.rtol

@@ -61,21 +61,6 @@ def kernel_names(cuda_sources: list[str]) -> list[str]:
     return sorted({m.group(1) for src in cuda_sources for m in GLOBAL_NAME.finditer(src)})
 
 
-def profile_kernels(fn, args) -> list[tuple[str, float]]:
-    """(kernel name, GPU microseconds) for one call, through the PyTorch profiler (CUPTI)."""
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn(*args)
-        torch.cuda.synchronize()
-    found = []
-    for e in prof.events():
-        if str(getattr(e, "device_type", "")).endswith("CUDA"):
-            dur = getattr(e, "device_time", None) or getattr(e, "cuda_time", 0) or 0
-            found.append((e.name, float(dur)))
-    return found
-
-
 def attribute(kernels: list[tuple[str, float]], ours: list[str]) -> tuple[float, float, float]:
     """GPU time split into (candidate's own kernels, library/PyTorch kernels, other)."""
     own = lib = other = 0.0

@@ -1,6 +1,7 @@
 """Glue between callers and the executor: build requests, store what comes back."""
 from __future__ import annotations
 
+from workbench.evidence.record import store_verdict
 from workbench.gpu.executor import EvalRequest, EvalSettings
 from workbench.problems import Problem
 from workbench.store import Store
@@ -28,4 +29,6 @@ def record(store: Store, kernel_id: int, verdict: dict) -> int:
                 seconds=verdict.get("compile_s"), cache_hit=bool(verdict.get("cache_hit")),
                 cache_key=verdict.get("cache_key"), log=verdict.get("build_log") or "",
                 extensions=verdict.get("extensions"))
-        return store.add_evaluation(kernel_id, verdict, build_id=build_id)
+        evaluation_id = store.add_evaluation(kernel_id, verdict, build_id=build_id)
+        store_verdict(store, kernel_id, evaluation_id, verdict)
+        return evaluation_id
