@@ -114,3 +114,18 @@ def test_prices_override_and_prefix_match(tmp_path):
     path.write_text("[o3]\ninput = 'cheap'\n")
     with pytest.raises(PriceError, match="numeric"):
         PriceTable.load(path)
+
+
+def test_a_code_block_after_the_list_is_not_part_of_the_last_idea():
+    text = ("1. Tile the rows in shared memory.\n2. Use warp shuffles for the sum.\n\n"
+            "For example:\n```cuda\n    float v = __shfl_down_sync(0xffffffff, x, 16);\n"
+            "    out[i] = v;\n```\n   trailing indented prose\n")
+    ideas = parse_ideas(text)
+    assert [i.text for i in ideas] == ["Tile the rows in shared memory.",
+                                       "Use warp shuffles for the sum."]
+
+
+def test_json_ideas_followed_by_code_with_brackets():
+    text = ('```json\n[{"kind": "memory", "idea": "Vectorize loads."}]\n```\nSketch:\n'
+            '```cuda\n__global__ void k(float* a) { a[0] = a[1]; }\n```')
+    assert [i.text for i in parse_ideas(text)] == ["Vectorize loads."]

@@ -47,7 +47,7 @@ IDEAS = json.dumps([
 
 def kernel(verdict: str, tag: str = "") -> str:
     return (f"Here is the kernel.\n\n```python\nimport torch\nimport torch.nn as nn\n"
-            f"# VERDICT: {verdict}\n# {tag}\n\nclass ModelNew(nn.Module):\n"
+            f"# VERDICT: {verdict}\nTAG = {tag!r}\n\nclass ModelNew(nn.Module):\n"
             f"    def forward(self, x):\n        return x\n```\nIt should be fast.")
 
 
@@ -121,9 +121,13 @@ def test_two_rounds_end_to_end(env):
     assert len(best0) == 1
     assert store.latest_evaluation(best0[0])["speedup_eager"] == 2.0
 
-    # Round 0: 3 ideas x 2 impls, each failure repaired once; round 1 the same from the seed.
+    # Round 0: 3 ideas x 2 impls, each failure repaired once; round 1's ideation restates
+    # the same 3 ideas: merged into round 0's as echoes, not implemented again.
     assert len(calls(store, sid, "ideate")) == 2
-    assert len(calls(store, sid, "implement")) == 12
+    assert len(calls(store, sid, "implement")) == 6
+    assert len(store.rows("ideas")) == 3
+    echoes = store.rows("idea_echoes")
+    assert len(echoes) == 3 and {e["round_id"] for e in echoes} == {rounds[1]["id"]}
     table = session_table(store, sid)
     assert {row["status"] for row in table} >= {"correct", "compile_error", "incorrect"}
     repairs = [row for row in table if row["origin"] == "repair"]

@@ -179,3 +179,12 @@ def _needs_space(left: str, right: str) -> bool:
     if _WORD.match(left) and _WORD.match(right):
         return True
     return left in _OPERATOR and right in _OPERATOR
+
+
+_ARTICLES = re.compile(r"\b(?:a|an|the)\b")
+
+
+def text_key(text: str) -> str:
+    """An idea's text for spotting restatements: lower case, punctuation, articles and
+    whitespace runs out ("Use float4 loads." == "use float4 loads")."""
+    return " ".join(_ARTICLES.sub(" ", re.sub(r"\W+", " ", text.lower())).split())

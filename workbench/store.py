@@ -250,31 +250,39 @@ class Store:
                  status: str = "proposed") -> int:
         if status not in IDEA_STATUSES:
             raise ValueError(f"idea status {status!r} is not one of {IDEA_STATUSES}")
+        from workbench.source_key import text_key
+
         return self.insert("ideas", {
             "round_id": round_id, "text": text, "author": author, "kind": kind,
             "seed_kernel_id": seed_kernel_id, "llm_call_id": llm_call_id, "status": status,
-            "updated_at": now()})
+            "updated_at": now(), "text_key": text_key(text)})
 
     def set_idea_status(self, idea_id: int, status: str, text: str | None = None) -> None:
         if status not in IDEA_STATUSES:
             raise ValueError(f"idea status {status!r} is not one of {IDEA_STATUSES}")
         fields: dict[str, Any] = {"status": status, "updated_at": now()}
         if text is not None:
+            from workbench.source_key import text_key
+
             fields["text"] = text
+            fields["text_key"] = text_key(text)
         self.update("ideas", idea_id, **fields)
 
     # -- kernels, builds, evaluations ---------------------------------------------------------
     def add_kernel(self, problem_id: int, source: str, session_id: int | None = None,
                    idea_id: int | None = None, parent_id: int | None = None,
                    origin: str = "llm", llm_call_id: int | None = None,
-                   attempt: int = 0) -> int:
+                   attempt: int = 0, duplicate_of: int | None = None) -> int:
         import hashlib
+
+        from workbench.source_key import source_key
 
         return self.insert("kernels", {
             "problem_id": problem_id, "session_id": session_id, "idea_id": idea_id,
             "parent_id": parent_id, "source": source,
             "hash": hashlib.sha256(source.encode()).hexdigest(), "origin": origin,
-            "llm_call_id": llm_call_id, "attempt": attempt})
+            "llm_call_id": llm_call_id, "attempt": attempt, "source_key": source_key(source),
+            "duplicate_of": duplicate_of})
 
     def set_kernel_flags(self, kernel_id: int, *, pruned: bool | None = None,
                          pinned: bool | None = None, cleared: bool | None = None) -> None:
@@ -439,3 +447,28 @@ def m021_evidence_choices(db: sqlite_utils.Database) -> None:
         pk="id", foreign_keys=[("kernel_id", "kernels", "id")], not_null={"kernel_id"})
     db["evidence_choices"].create_index(["kernel_id"])
     db["llm_calls"].add_column("evidence", str)
+
+
+@migrations()
+def m030_population(db: sqlite_utils.Database) -> None:
+    # Kernels keyed by their normalised source (comments and layout out): a kernel the session
+    # already has is stored as a duplicate_of it and neither verified nor seeded again. Ideas
+    # restated by a later ideation are merged into the first as echoes. A round records why
+    # each seed was chosen (the quality-diversity archive's cell and reason).
+    from workbench.source_key import source_key, text_key
+
+    db["kernels"].add_column("source_key", str)
+    db["kernels"].add_column("duplicate_of", int, fk="kernels", fk_col="id")
+    for row in list(db.query("select id, source from kernels")):
+        db["kernels"].update(row["id"], {"source_key": source_key(row["source"])})
+    db["kernels"].create_index(["session_id", "source_key"])
+    db["idea_echoes"].create({
+        "id": int, "idea_id": int, "round_id": int, "seed_kernel_id": int, "llm_call_id": int,
+        "text": str, "created_at": str}, pk="id",
+        foreign_keys=[("idea_id", "ideas", "id"), ("round_id", "rounds", "id"),
+                      ("seed_kernel_id", "kernels", "id"), ("llm_call_id", "llm_calls", "id")])
+    db["idea_echoes"].create_index(["idea_id"])
+    db["ideas"].add_column("text_key", str)
+    for row in list(db.query("select id, text from ideas")):
+        db["ideas"].update(row["id"], {"text_key": text_key(row["text"])})
+    db["rounds"].add_column("seed_reasons", str)

@@ -10,6 +10,8 @@ import json
 import re
 from dataclasses import dataclass
 
+from workbench.source_key import text_key
+
 # The optimization kinds of the CRFM post; ideation is steered toward the ones not yet tried.
 KINDS: dict[str, str] = {
     "memory": "memory access (coalescing, shared-memory tiling, vectorized loads, caching)",
@@ -81,8 +83,11 @@ def _idea_from(item) -> ParsedIdea | None:
 
 
 def _json_ideas(text: str) -> list[ParsedIdea] | None:
+    # Fenced blocks first: a code block after the list must not spoil the brackets' span.
+    candidates = [body for _, body in _FENCE.findall(text) if body.lstrip()[:1] in "[{"]
     start, end = text.find("["), text.rfind("]")
-    candidates = [text[start:end + 1]] if 0 <= start < end else []
+    if 0 <= start < end:
+        candidates.append(text[start:end + 1])
     obj_start, obj_end = text.find("{"), text.rfind("}")
     if 0 <= obj_start < obj_end:
         candidates.append(text[obj_start:obj_end + 1])
@@ -106,12 +111,22 @@ _TAG = re.compile(r"^(?:\[([^\]]{2,40})\]|\(([^)]{2,40})\)|([A-Za-z /_-]{2,40}):
 
 def _list_ideas(text: str) -> list[ParsedIdea]:
     items: list[str] = []
+    open_item = in_fence = False
     for line in text.splitlines():
+        if line.lstrip().startswith("```"):
+            in_fence = not in_fence
+            open_item = False     # code after a list belongs to no idea
+            continue
+        if in_fence:
+            continue
         match = _ITEM.match(line)
         if match:
             items.append(match.group(1))
-        elif items and line.strip() and line[:1].isspace():
+            open_item = True
+        elif open_item and line.strip() and line[:1].isspace():
             items[-1] += " " + line.strip()   # an indented continuation of the last item
+        elif line.strip():
+            open_item = False     # unindented prose ends the item
     ideas = []
     for item in items:
         item = item.replace("**", "").replace("__", "").strip()
@@ -132,7 +147,7 @@ def parse_ideas(text: str, limit: int | None = None) -> list[ParsedIdea]:
     ideas = _json_ideas(text or "") or _list_ideas(text or "")
     seen, unique = set(), []
     for idea in ideas:
-        key = re.sub(r"\W+", " ", idea.text.lower()).strip()
+        key = text_key(idea.text)
         if key not in seen:
             seen.add(key)
             unique.append(idea)

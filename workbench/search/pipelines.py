@@ -21,6 +21,7 @@ from workbench.problems import Problem
 from workbench.search import context, policy, queries
 from workbench.search.calls import LLMCalls, RunControl
 from workbench.search.settings import SearchSettings, Stop
+from workbench.source_key import source_key, text_key
 from workbench.store import Store
 
 
@@ -40,18 +41,24 @@ class Pipelines:
 
     # -- ideation ------------------------------------------------------------------------------
     def _choose_seeds(self, n: int) -> list[int | None]:
+        return [s["kernel_id"] for s in self._seed_choice(n)]
+
+    def _seed_choice(self, n: int) -> list[dict]:
         return policy.choose_seeds(self.store, self.session_id, self.problem_id, self.settings, n)
 
     def _ideate(self) -> int:
         latest = queries.latest_round(self.store, self.session_id)
         if latest is None or not policy.seeds_to_ideate(self.store, latest):
             n = 0 if latest is None else latest["n"] + 1
-            seeds = self._choose_seeds(n)
+            choice = self._seed_choice(n)
+            seeds = [s["kernel_id"] for s in choice]
             round_id = queries.start_round(self.store, self.session_id, n, seeds,
-                                           latest["id"] if latest else None)
+                                           latest["id"] if latest else None, choice)
             self._emit(events.RoundStarted(self.session_id, round_id, n))
-            names = ", ".join("reference" if s is None else f"kernel {s}" for s in seeds)
-            self._emit(events.Progress(f"round {n}: seeds {names}"))
+            for s in choice:
+                name = "reference" if s["kernel_id"] is None else f"kernel {s['kernel_id']}"
+                cell = f" [{s['cell']}]" if s["cell"] else ""
+                self._emit(events.Progress(f"round {n} seed: {name}{cell}: {s['reason']}"))
             latest = self.store.get("rounds", round_id)
         round_id = latest["id"]
         self._parallel(self._ideate_seed,
@@ -76,15 +83,29 @@ class Pipelines:
         ideas = parse_ideas(completion.text, limit=self.settings.ideas)
         error = None if ideas else "no ideas found in the response"
         status = "proposed" if self.settings.review else "approved"
+        idea_ids, echoes = [], []
         with self.store.transaction():
             call_id = self.calls.record("ideate", prompt, round_id, None, seed_id, completion,
                                         error, None if ideas else "no_ideas")
-            idea_ids = [self.store.add_idea(round_id, idea.text, author="llm", kind=idea.kind,
-                                            seed_kernel_id=seed_id, llm_call_id=call_id,
-                                            status=status) for idea in ideas]
+            for idea in ideas:
+                # A restatement of an idea the session already has is merged into it (an
+                # echo), never implemented twice.
+                first = queries.idea_with_key(self.store, self.session_id, text_key(idea.text))
+                if first is not None:
+                    queries.add_idea_echo(self.store, first, round_id, seed_id, call_id,
+                                          idea.text)
+                    echoes.append(first)
+                    continue
+                idea_ids.append(self.store.add_idea(
+                    round_id, idea.text, author="llm", kind=idea.kind, seed_kernel_id=seed_id,
+                    llm_call_id=call_id, status=status))
         self.calls.done(call_id, "ideate", completion, error)
         for idea_id in idea_ids:
             self._emit(events.IdeaAdded(idea_id))
+        if echoes:
+            self._emit(events.Progress(
+                f"{len(echoes)} idea(s) restated ideas already tried, merged into "
+                + ", ".join(f"idea {i}" for i in echoes)))
 
     # -- implementation --------------------------------------------------------------------------
     def _implement(self, round_id: int | None = None) -> list[int]:
@@ -125,26 +146,34 @@ class Pipelines:
         error = None if code else "no code defining ModelNew in the response"
         idea_id = idea["id"] if idea else None
         round_id = idea["round_id"] if idea else None
-        with self.store.transaction():
+        original = None
+        with self.store.transaction():   # the lookup and the insert together: no race
             call_id = self.calls.record(purpose, prompt, round_id,
                                         idea_id if purpose == "implement" else None,
                                         repaired_id, completion, error,
                                         None if code else "no_code")
             kernel_id = None
             if code:
+                original = queries.kernel_with_key(self.store, self.session_id,
+                                                   source_key(code))
                 kernel_id = self.store.add_kernel(
                     self.problem_id, code, session_id=self.session_id, idea_id=idea_id,
                     parent_id=parent_id, origin="llm" if purpose == "implement" else "repair",
-                    llm_call_id=call_id, attempt=attempt)
+                    llm_call_id=call_id, attempt=attempt, duplicate_of=original)
         self.calls.done(call_id, purpose, completion, error)
         if kernel_id:
             self._emit(events.KernelAdded(kernel_id))
+        if original is not None:
+            self._emit(events.Progress(f"kernel {kernel_id} is kernel {original} again "
+                                       "(same code, comments and layout aside): not verified"))
         return kernel_id
 
     # -- verification and repair -----------------------------------------------------------------
     def _verify_and_repair(self, kernel_id: int) -> list[int]:
         chain = [kernel_id]
         while True:
+            if self.store.get("kernels", chain[-1])["duplicate_of"] is not None:
+                return chain   # the same code as a kernel verified (or verifying) already
             verdict = self._evaluate([chain[-1]])[0]
             if (verdict["status"] not in policy.REPAIRABLE
                     or chain[-1] not in policy.repairable(self.store, self.session_id,

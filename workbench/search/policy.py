@@ -6,7 +6,8 @@ carries these decisions out.
 """
 from __future__ import annotations
 
-from workbench.search import queries
+from workbench.search import archive, queries
+from workbench.search.archive import Entry, signature
 from workbench.search.settings import SearchSettings, Stop
 from workbench.store import Store
 
@@ -60,17 +61,32 @@ def next_action(store: Store, session_id: int, settings: SearchSettings) -> str:
     return "done"
 
 
+def archive_entries(store: Store, session_id: int, settings: SearchSettings) -> list[Entry]:
+    """The session's kernels that may seed, placed in their archive cells."""
+    return [Entry(r["id"], r["kind"], signature(r["source"]), r["time_ms"], r["ci95_lo_ms"],
+                  r["ci95_hi_ms"])
+            for r in queries.archive_candidates(store, session_id, settings.eval.no_gpu)]
+
+
 def choose_seeds(store: Store, session_id: int, problem_id: int, settings: SearchSettings,
-                 n: int) -> list[int | None]:
-    """Round n's seeds: the reference for round 0, else the top-k fastest eligible kernels;
-    kernels the user pinned always seed."""
-    pinned = queries.pinned_kernels(store, problem_id)
+                 n: int) -> list[dict]:
+    """Round n's seeds, each {kernel_id, cell, reason}: the reference for round 0, else up to
+    top_k drawn across the archive's cells; kernels the user pinned always seed. No kernel
+    (nor two with the same normalised source) seeds twice in a round."""
     if n == 0:
-        best: list[int | None] = [None]
+        chosen = [{"kernel_id": None, "cell": "", "reason": "round 0 starts from the reference"}]
     else:
-        best = [r["id"] for r in queries.fastest_eligible(
-            store, session_id, settings.eval.no_gpu, settings.top_k)] or [None]
-    return best + [p for p in pinned if p not in best]
+        seeds = archive.choose(archive_entries(store, session_id, settings), settings.top_k,
+                               queries.seeded_kernels(store, session_id))
+        chosen = [s.to_dict() for s in seeds] or [
+            {"kernel_id": None, "cell": "", "reason": "no kernel may seed yet: the reference"}]
+    keys = {queries.kernel_source_key(store, s["kernel_id"]) for s in chosen}
+    for pinned in queries.pinned_kernels(store, problem_id):
+        key = queries.kernel_source_key(store, pinned)
+        if key not in keys:
+            keys.add(key)
+            chosen.append({"kernel_id": pinned, "cell": "", "reason": "pinned by you"})
+    return chosen
 
 
 def check_budget(settings: SearchSettings, tokens: int, dollars: float) -> None:

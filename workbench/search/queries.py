@@ -56,10 +56,39 @@ def proposed_ideas(store: Store, session_id: int) -> list[int]:
 
 
 def unevaluated_kernels(store: Store, session_id: int) -> list[int]:
+    """Kernels still to verify (a duplicate of another kernel never is, unless asked)."""
     return [r["id"] for r in _q(
-        store, "select k.id from kernels k where k.session_id = ? and k.pruned = 0 and not "
-        "exists (select 1 from evaluations e where e.kernel_id = k.id) order by k.id",
-        [session_id])]
+        store, "select k.id from kernels k where k.session_id = ? and k.pruned = 0 and "
+        "k.duplicate_of is null and not exists (select 1 from evaluations e where "
+        "e.kernel_id = k.id) order by k.id", [session_id])]
+
+
+def kernel_with_key(store: Store, session_id: int, key: str) -> int | None:
+    """The session's first kernel with this normalised-source key (not itself a duplicate)."""
+    row = store.db.execute(
+        "select id from kernels where session_id = ? and source_key = ? and duplicate_of is "
+        "null order by id limit 1", [session_id, key]).fetchone()
+    return row[0] if row else None
+
+
+def idea_with_key(store: Store, session_id: int, key: str) -> int | None:
+    """The session's first idea with this normalised text."""
+    row = store.db.execute(
+        "select i.id from ideas i join rounds r on r.id = i.round_id where r.session_id = ? "
+        "and i.text_key = ? order by i.id limit 1", [session_id, key]).fetchone()
+    return row[0] if row else None
+
+
+def add_idea_echo(store: Store, idea_id: int, round_id: int, seed_kernel_id: int | None,
+                  llm_call_id: int, text: str) -> int:
+    """Record that an ideation call restated an idea the session already has."""
+    return store.insert("idea_echoes", {
+        "idea_id": idea_id, "round_id": round_id, "seed_kernel_id": seed_kernel_id,
+        "llm_call_id": llm_call_id, "text": text})
+
+
+def idea_echoes(store: Store, idea_id: int) -> list[dict]:
+    return store.rows("idea_echoes", "idea_id = ?", [idea_id])
 
 
 def repairable_kernels(store: Store, session_id: int, max_attempt: int,
@@ -96,6 +125,13 @@ def round_ideas_with_impl_counts(store: Store, session_id: int,
         [session_id, round_id, round_id])
 
 
+def kernel_source_key(store: Store, kernel_id: int | None) -> str | None:
+    if kernel_id is None:
+        return None
+    row = store.db.execute("select source_key from kernels where id = ?", [kernel_id]).fetchone()
+    return row[0] if row else None
+
+
 def pinned_kernels(store: Store, problem_id: int) -> list[int]:
     return [r["id"] for r in _q(
         store, "select id from kernels where problem_id = ? and pinned = 1 and pruned = 0 "
@@ -110,11 +146,29 @@ def fastest_eligible(store: Store, session_id: int, no_gpu: bool, limit: int) ->
         "order by e.time_ms is null, e.time_ms, k.id desc limit ?", [session_id, limit])
 
 
+def archive_candidates(store: Store, session_id: int, no_gpu: bool) -> list[dict]:
+    """Kernels that may enter the archive: eligible to seed, with their idea's kind, source
+    and timing (median and 95% CI)."""
+    return _q(
+        store, f"select k.id, k.source, coalesce(i.kind, 'unspecified') as kind, e.time_ms, "
+        f"e.ci95_lo_ms, e.ci95_hi_ms from kernels k {LATEST} "
+        "left join ideas i on i.id = k.idea_id where k.session_id = ? and k.pruned = 0 "
+        f"and k.duplicate_of is null and {_eligible_sql(no_gpu)} order by k.id", [session_id])
+
+
+def seeded_kernels(store: Store, session_id: int) -> set[int]:
+    """Kernels that seeded any round of the session."""
+    return {s for r in store.rows("rounds", "session_id = ?", [session_id])
+            for s in round_seeds(r) if s is not None}
+
+
 def session_table(store: Store, session_id: int) -> list[dict]:
     """One row per kernel: round, idea, kernel, status, time_ms, speedup_eager."""
     return _q(
         store, "select r.n as round, k.idea_id as idea, k.id as kernel, k.origin, k.attempt, "
-        "k.pruned, coalesce(e.status, 'pending') as status, e.time_ms, e.speedup_eager, "
+        "k.pruned, case when k.duplicate_of is not null then 'duplicate' else "
+        "coalesce(e.status, 'pending') end as status, k.duplicate_of, e.time_ms, "
+        "e.speedup_eager, "
         "e.error from kernels k left join ideas i on i.id = k.idea_id "
         f"left join rounds r on r.id = i.round_id {LATEST} where k.session_id = ? "
         "order by k.id", [session_id])
@@ -165,11 +219,11 @@ def stop_session(store: Store, session_id: int, reason: str) -> bool:
 
 
 def start_round(store: Store, session_id: int, n: int, seeds: list[int | None],
-                previous_id: int | None) -> int:
-    """Close the previous round and open round n with its seeds, together."""
+                previous_id: int | None, reasons: list[dict] | None = None) -> int:
+    """Close the previous round and open round n with its seeds (and why each), together."""
     with store.transaction():
         if previous_id is not None:
             store.update("rounds", previous_id, status="done", ended_at=now())
         round_id = store.create_round(session_id, n)
-        store.update("rounds", round_id, seeds=seeds)
+        store.update("rounds", round_id, seeds=seeds, seed_reasons=reasons or [])
     return round_id

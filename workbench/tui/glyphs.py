@@ -17,6 +17,7 @@ KERNEL_STATES: dict[str, tuple[str, str]] = {
     "unverified": ("◇", "blue"),
     "best": ("★", "bold green"),
     "pruned": ("✂", "dim"),
+    "duplicate": ("=", "dim"),
 }
 IDEA_STATES: dict[str, tuple[str, str]] = {
     "proposed": ("?", "yellow"),
@@ -35,6 +36,8 @@ def kernel_state(row: dict, in_flight: set[int], best_id: int | None) -> str:
         return "compiling"
     if row.get("pruned"):
         return "pruned"
+    if row.get("duplicate_of"):
+        return "duplicate"
     if row["id"] == best_id:
         return "best"
     status = row.get("status")
@@ -62,6 +65,8 @@ def kernel_label(row: dict, in_flight: set[int], best_id: int | None) -> Text:
               else (row.get("status") or "").replace("_", " "))
     if state == "compiling":
         detail = "running"
+    elif state == "duplicate":
+        detail = f"same as k{row['duplicate_of']}"
     if detail:
         label.append(f" {detail}", style if state != "correct" else "")
     return label
@@ -76,6 +81,8 @@ def idea_label(row: dict, width: int = 40) -> Text:
     label.append(text, "dim strike" if row["status"] == "vetoed" else "")
     if row.get("author") == "human":
         label.append(" (you)", "italic dim")
+    if row.get("echoes"):
+        label.append(f" (+{row['echoes']} restated)", "italic dim")
     return label
 
 

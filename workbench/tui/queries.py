@@ -21,7 +21,7 @@ _EDITS = """(SELECT count(*) FROM kernels c WHERE c.parent_id = k.id
 
 _KERNEL_COLUMNS = f"""
     k.id, k.idea_id, k.parent_id, k.session_id, k.origin, k.pruned, k.pinned, k.cleared,
-    k.created_at, e.status, e.time_ms, e.ci95_lo_ms, e.ci95_hi_ms, e.speedup_eager,
+    k.created_at, k.duplicate_of, e.status, e.time_ms, e.ci95_lo_ms, e.ci95_hi_ms, e.speedup_eager,
     e.speedup_compile, e.floor_ms, e.flags, e.error
 """
 
@@ -67,7 +67,8 @@ def rounds(store: Store, session_id: int) -> list[dict]:
 def ideas(store: Store, round_id: int) -> list[dict]:
     return _all(store, """
         SELECT i.id, i.round_id, i.text, i.author, i.status, i.kind, i.seed_kernel_id,
-               (SELECT count(*) FROM kernels k WHERE k.idea_id = i.id) AS kernels
+               (SELECT count(*) FROM kernels k WHERE k.idea_id = i.id) AS kernels,
+               (SELECT count(*) FROM idea_echoes x WHERE x.idea_id = i.id) AS echoes
         FROM ideas i WHERE i.round_id = ? ORDER BY i.id""", [round_id])
 
 
@@ -170,7 +171,8 @@ def problem_by_name(store: Store, name: str) -> dict | None:
 def unevaluated_kernels(store: Store, session_id: int) -> list[int]:
     """Kernels with no verdict yet: work that was in flight (or never started) at last quit."""
     return [r["id"] for r in _all(store, """
-        SELECT k.id FROM kernels k WHERE k.session_id = ? AND k.pruned = 0 AND NOT EXISTS
+        SELECT k.id FROM kernels k WHERE k.session_id = ? AND k.pruned = 0
+          AND k.duplicate_of IS NULL AND NOT EXISTS
           (SELECT 1 FROM evaluations e WHERE e.kernel_id = k.id) ORDER BY k.id""",
         [session_id])]
 
