@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
 
+from workbench.gpu.executor import EvaluationCancelled
 from workbench.gpu.verdict import empty
 
 
@@ -164,18 +165,32 @@ class FakeExecutor:
         self.ref_ms = ref_ms
         self.delay_s = delay_s
         self.requests = []
+        self.cancelled: list = []       # requests stopped while running (no verdict)
         self._pool = ThreadPoolExecutor(max_workers=2)
+        self._tokens: dict[Future, threading.Event] = {}
 
     def submit(self, request) -> Future:
         self.requests.append(request)
-        return self._pool.submit(self._verdict, request)
+        token = threading.Event()
+        future = self._pool.submit(self._verdict, request, token)
+        self._tokens[future] = token
+        return future
+
+    def cancel(self, futures) -> None:
+        for future in futures:
+            if not future.cancel() and future in self._tokens:
+                self._tokens[future].set()
 
     def shutdown(self, cancel: bool = False) -> None:
+        if cancel:
+            for token in self._tokens.values():
+                token.set()
         self._pool.shutdown(wait=not cancel, cancel_futures=cancel)
 
-    def _verdict(self, request) -> dict:
-        if self.delay_s:
-            time.sleep(self.delay_s)
+    def _verdict(self, request, token: threading.Event) -> dict:
+        if token.wait(self.delay_s) if self.delay_s else token.is_set():
+            self.cancelled.append(request)
+            raise EvaluationCancelled(request.label)
         match = _MARKER.search(request.candidate_source)
         status = match.group(1) if match else "crashed"
         verdict = empty(status)

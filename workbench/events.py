@@ -45,6 +45,13 @@ class VerdictReady:
 
 
 @dataclass
+class EvaluationsCancelled:
+    """Verification stopped (Ctrl-C, cancel, quit) before these kernels got a verdict: none is
+    stored, and the session verifies them again when it resumes."""
+    kernel_ids: list[int]
+
+
+@dataclass
 class LLMCallDone:
     call_id: int
     purpose: str                 # ideate | implement | repair
@@ -66,4 +73,4 @@ class SessionStopped:
 
 
 Event = (RoundStarted | IdeaAdded | ReviewNeeded | KernelAdded | EvaluationStarted | VerdictReady
-         | LLMCallDone | Progress | SessionStopped)
+         | EvaluationsCancelled | LLMCallDone | Progress | SessionStopped)

@@ -4,6 +4,7 @@ Heavy modules (torch, the SDKs, the verifier pool) load inside the command, so `
 """
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -73,6 +74,12 @@ class Printer:
             tail = f": {_clip(error.splitlines()[0], 100)}" if error and event.status != \
                 "correct" else ""
             self.line(f"  kernel {event.kernel_id}: {event.status}{speed}{tail}")
+        elif isinstance(event, ev.EvaluationsCancelled):
+            with self.lock:
+                self.verifying = max(0, self.verifying - len(event.kernel_ids))
+            ids = ", ".join(map(str, event.kernel_ids))
+            self.line(f"  kernel{'s' if len(event.kernel_ids) > 1 else ''} {ids}: interrupted, "
+                      "no verdict (verified again on resume)")
         elif isinstance(event, ev.LLMCallDone):
             cost = f", ${event.cost_usd:.4f}" if event.cost_usd is not None else ""
             tokens = (f"{event.tokens_in or 0:,} in / {event.tokens_out or 0:,} out tokens{cost}"
@@ -261,20 +268,7 @@ def run(problem: str | None, provider: str | None, model: str | None, base_url: 
     click.echo(f"session {session_id}: {engine.problem.name} with {llm.describe()}; "
                f"{s.rounds} rounds x {s.ideas} ideas x {s.impls} impls, top {s.top_k}, "
                f"{s.repairs} repairs{budget}" + (", no GPU (unverified)" if s.eval.no_gpu else ""))
-    def interrupt(signum, frame) -> None:
-        # The first Ctrl-C stops cleanly (off the signal handler, which may not take locks);
-        # a second one quits at once, and --resume picks up from the store either way.
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        printer.line("interrupted: stopping after the LLM calls in flight (Ctrl-C again to "
-                     "quit now)")
-
-        def stop() -> None:
-            engine.cancel("interrupted")
-            executor.shutdown(cancel=True)
-
-        threading.Thread(target=stop, daemon=True).start()
-
-    previous = signal.signal(signal.SIGINT, interrupt)
+    previous = signal.signal(signal.SIGINT, interrupt_handler(engine, executor, printer))
     try:
         outcome = engine.run(review=(lambda ids: terminal_review(store, ids))
                              if s.review else None)
@@ -294,6 +288,42 @@ def run(problem: str | None, provider: str | None, model: str | None, base_url: 
         click.echo(f"session {session_id} stopped: {session['stop_reason']}")
         click.echo(f"resume with: {again}")
     sys.exit(1)
+
+
+def interrupt_handler(engine, executor, printer: Printer):
+    """SIGINT: the first stops cleanly, the second quits now; --resume continues either way.
+
+    First: the session is marked stopped, kernels being verified lose their workers and get no
+    verdict (they are verified again on resume, with no repair call), and the run ends once the
+    LLM calls in flight are answered and stored. Second: workers are killed and the process
+    exits at once (an unanswered call is asked again on resume). Handlers run on the main thread
+    between bytecodes, where it may hold any lock: the work happens on threads.
+    """
+    def quit_now(signum, frame) -> None:
+        os.write(2, b"interrupted again: quitting now (resume continues the session)\n")
+
+        def kill_and_exit() -> None:
+            executor.shutdown(cancel=True)
+            os._exit(130)
+
+        threading.Thread(target=kill_and_exit, daemon=True).start()
+        backstop = threading.Timer(3.0, os._exit, [130])   # should the shutdown itself hang
+        backstop.daemon = True
+        backstop.start()
+
+    def stop(signum, frame) -> None:
+        signal.signal(signal.SIGINT, quit_now)
+
+        def stop_engine() -> None:
+            engine.cancel("interrupted")
+            executor.shutdown(cancel=True)
+            printer.line("interrupted: kernels being verified get no verdict and are verified "
+                         "again on resume; waiting for the LLM calls in flight (Ctrl-C again "
+                         "to quit now)")
+
+        threading.Thread(target=stop_engine, daemon=True).start()
+
+    return stop
 
 
 def problem_arg_matches(problem: str | None, store, session_id: int) -> bool:

@@ -6,7 +6,7 @@ its place later without touching them.
 """
 from __future__ import annotations
 
-from concurrent.futures import Future
+from concurrent.futures import CancelledError, Future
 from dataclasses import asdict, dataclass, field
 from typing import Protocol
 
@@ -40,9 +40,21 @@ class EvalRequest:
     label: str = ""                    # shown in progress output (e.g. "kernel 42")
 
 
+class EvaluationCancelled(CancelledError):
+    """The evaluation was stopped before it finished (Ctrl-C, cancel, quit): there is no verdict,
+    and the kernel is verified again when its session resumes."""
+
+
 class Executor(Protocol):
-    """Submit candidates; each future resolves to a verdict dict (see workbench.gpu.verdict)."""
+    """Submit candidates; each future resolves to a verdict dict (see workbench.gpu.verdict).
+
+    A cancelled evaluation (`cancel`, or `shutdown(cancel=True)`) resolves to CancelledError,
+    never to a verdict: a worker killed on purpose did not crash.
+    """
 
     def submit(self, request: EvalRequest) -> Future: ...
+
+    def cancel(self, futures: list[Future]) -> None:
+        """Stop these evaluations: queued ones never start, running workers are killed."""
 
     def shutdown(self, cancel: bool = False) -> None: ...

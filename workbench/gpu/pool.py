@@ -23,7 +23,7 @@ from pathlib import Path
 import workbench
 from workbench import cuda_env
 from workbench.gpu import buildlog, guards, resources
-from workbench.gpu.executor import EvalRequest
+from workbench.gpu.executor import EvalRequest, EvaluationCancelled
 from workbench.gpu.verdict import empty
 
 CACHE_ENV = "KERNEL_WORKBENCH_CACHE"
@@ -62,7 +62,8 @@ class LocalPool:
         workers = compile_workers or max(2, (os.cpu_count() or 2) // 2)
         self._threads = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kwb-eval")
         self._lock = threading.Lock()
-        self._procs: set[subprocess.Popen] = set()
+        self._procs: dict[subprocess.Popen, threading.Event] = {}   # worker -> its cancel token
+        self._tokens: dict[Future, threading.Event] = {}
         self._assigned = {g: 0 for g in self.gpus}
         self._closed = False
         self.on_phase = on_phase  # callback(label, phase) for progress displays
@@ -71,23 +72,47 @@ class LocalPool:
     def submit(self, request: EvalRequest) -> Future:
         if self._closed:
             raise RuntimeError("the executor is shut down")
-        return self._threads.submit(self.evaluate, request)
+        token = threading.Event()
+        with self._lock:
+            future = self._threads.submit(self.evaluate, request, token)
+            self._tokens[future] = token
+        future.add_done_callback(self._forget)
+        return future
+
+    def _forget(self, future: Future) -> None:
+        with self._lock:
+            self._tokens.pop(future, None)
+
+    def cancel(self, futures: list[Future]) -> None:
+        """Stop these evaluations; their futures raise CancelledError instead of a verdict."""
+        with self._lock:
+            tokens = [self._tokens.get(f) for f in futures if not f.cancel()]
+            for token in tokens:
+                if token is not None:
+                    token.set()
+            doomed = [p for p, t in self._procs.items() if t.is_set()]
+        for proc in doomed:
+            _kill(proc)
 
     def shutdown(self, cancel: bool = False) -> None:
         self._closed = True
         if cancel:
             with self._lock:
-                for proc in list(self._procs):
-                    _kill(proc)
+                for token in self._tokens.values():
+                    token.set()
+                doomed = list(self._procs)
+            for proc in doomed:
+                _kill(proc)
         self._threads.shutdown(wait=not cancel, cancel_futures=cancel)
 
     # -- one candidate ------------------------------------------------------------------
-    def evaluate(self, request: EvalRequest) -> dict:
+    def evaluate(self, request: EvalRequest, token: threading.Event | None = None) -> dict:
         s = request.settings
+        token = token or threading.Event()
         static_flags = guards.check(request.candidate_source, request.dtype)
         gpu = None if (s.no_gpu or not self.gpus) else self._pick_gpu()
         try:
-            result = self._run_worker(request, gpu)
+            result = self._run_worker(request, gpu, token)
         finally:
             if gpu is not None:
                 with self._lock:
@@ -117,7 +142,8 @@ class LocalPool:
             self._assigned[gpu] += 1
             return gpu
 
-    def _run_worker(self, request: EvalRequest, gpu: int | None) -> dict:
+    def _run_worker(self, request: EvalRequest, gpu: int | None,
+                    token: threading.Event) -> dict:
         s = request.settings
         nonce = secrets.token_hex(16)
         job = {
@@ -138,16 +164,25 @@ class LocalPool:
             env=_worker_env(self.base_env, gpu), start_new_session=True, text=True)
         os.close(write_fd)
         with self._lock:
-            self._procs.add(proc)
+            self._procs[proc] = token
         try:
+            if token.is_set():   # cancelled while the worker started
+                _kill(proc)
             proc.stdin.write(json.dumps(job))
             proc.stdin.close()
             result = self._follow(proc, read_fd, nonce, request)
+        except BrokenPipeError:   # killed before it read its job
+            os.close(read_fd)
+            result = {"status": "crashed", "error": None}
         finally:
             _kill(proc)
             proc.wait()
             with self._lock:
-                self._procs.discard(proc)
+                self._procs.pop(proc, None)
+        if token.is_set() and result.get("status") in ("crashed", "timeout"):
+            # Killed on purpose (Ctrl-C, cancel, quit): no verdict; the kernel is verified again.
+            log.close()
+            raise EvaluationCancelled(f"{request.label or 'evaluation'}: cancelled")
         log.seek(0)
         text = log.read()
         log.close()

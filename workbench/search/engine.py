@@ -124,7 +124,8 @@ class Engine(Pipelines):
 
     def cancel(self, reason: str = "cancelled") -> None:
         """Stop soon, from any thread: the session is marked stopped now, no new LLM calls or
-        evaluations start, queued evaluations are cancelled; calls in flight still get stored."""
+        evaluations start, evaluations in hand are stopped without a verdict (verified again on
+        resume); LLM calls in flight still get stored."""
         with self._lock:
             self.control.reason = self.control.reason or reason
             reason = self.control.reason
@@ -132,8 +133,7 @@ class Engine(Pipelines):
         with self._lock:
             self.control.cancel.set()
             futures = list(self._futures.values())
-        for future in futures:
-            future.cancel()
+        self.executor.cancel(futures)
 
     # -- orchestration -----------------------------------------------------------------------------
     def _begin(self) -> bool:

@@ -230,16 +230,18 @@ class Pipelines:
                 self._futures[kid] = future
             self._emit(events.EvaluationStarted(kid))
             submitted.append((kid, future))
-        verdicts = []
+        verdicts, cancelled = [], []
         try:
             for kid, future in submitted:
                 try:
                     verdict = future.result()
-                except CancelledError:
-                    raise self.control.stop() from None
+                except CancelledError:   # stopped on purpose: no verdict, verified on resume
+                    cancelled.append(kid)
+                    continue
                 except Exception as e:  # noqa: BLE001 - the executor's failure, not the kernel's
                     if self.control.cancel.is_set():   # e.g. the pool was shut down to stop
-                        raise self.control.stop() from None
+                        cancelled.append(kid)
+                        continue
                     raise Stop(f"verifier failed on kernel {kid}: {type(e).__name__}: {e}") \
                         from None
                 verdict = {**empty_verdict(verdict.get("status", "crashed")), **verdict}
@@ -251,4 +253,7 @@ class Pipelines:
             with self.control.lock:
                 for kid, _ in submitted:
                     self._futures.pop(kid, None)
+        if cancelled:
+            self._emit(events.EvaluationsCancelled(cancelled))
+            raise self.control.stop()
         return verdicts
