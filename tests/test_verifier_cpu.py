@@ -24,7 +24,7 @@ STATIC = {
     "cheat_side_stream": {"side_stream"}, "cheat_thread": {"threads"},
     "cheat_lazy_subclass": {"tensor_subclass"}, "cheat_patch_timer": {"patching"},
     "cheat_forge_result": {"io"}, "cheat_rng": {"rng"}, "cheat_pointer_cache": {"caching"},
-    "cheat_half_precision": {"precision"}, "cheat_fallback": {"fallback", "pytorch_compute"},
+    "cheat_half_precision": {"precision"}, "cheat_fallback": {"fallback"},
     "cheat_pytorch_only": {"no_cuda_kernel", "pytorch_compute"},
 }
 

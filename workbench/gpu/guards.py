@@ -1,13 +1,21 @@
 """Static guards: read a candidate's source (Python and the CUDA/C++ inside its strings) for the
 known ways generated kernels fool evaluators. Standard library only.
 
-Each finding is a flag {kind, reason}; a flagged kernel is reported but never seeds a round
-unless a human clears it. The dynamic guards (workbench.gpu.evaluate) back these up at run time.
+The rules read code, not words: Python comments and prose strings (docstrings, messages) are
+blanked first, and strings holding C/C++/CUDA code keep their code but lose their own comments
+and string literals (`int half = n / 2; // fp16 later` is not half precision).
+
+Each finding is a flag {kind, reason} or a note. A flagged kernel is reported but never seeds a
+round unless a human clears it; a note is shown and changes nothing (habits that are usually
+honest, such as per-size buffer caches or debug printing: the dynamic checks in
+workbench.gpu.evaluate decide).
 """
 from __future__ import annotations
 
 import ast
+import io
 import re
+import tokenize
 
 # torch calls that do real work (as opposed to allocating, viewing or moving tensors).
 HEAVY_TORCH = {
@@ -28,6 +36,7 @@ HEAVY_MODULES = {
     "AvgPool3d", "Softmax", "LogSoftmax", "MultiheadAttention", "RMSNorm", "GELU", "ReLU",
     "SiLU", "Sigmoid", "Tanh", "CrossEntropyLoss", "MSELoss", "KLDivLoss", "Transformer",
 }
+# Rules over code only (comments and all string literals blanked).
 TEXT_RULES: list[tuple[str, re.Pattern, str]] = [
     ("side_stream", re.compile(r"torch\.cuda\.(Stream|stream)\b|cudaStreamCreate|getStreamFromPool|"
                                r"cudaStreamPerThread|cudaLaunchHostFunc|cudaStreamAddCallback"),
@@ -47,17 +56,81 @@ TEXT_RULES: list[tuple[str, re.Pattern, str]] = [
                                    r"__torch_dispatch__|_make_subclass|_make_wrapper_subclass|"
                                    r"\.as_subclass\s*\("),
      "defines a tensor subclass or dispatch hook: outputs can be lazy or fake"),
-    ("io", re.compile(r"\bos\.(write|dup2?|open|pipe)\b|/proc/|\bsocket\b|\bfcntl\b|sys\.std(out|err)\.write"),
+    ("io", re.compile(r"\bos\.(write|dup2?|open|pipe)\b|\bsocket\b|\bfcntl\b"),
      "writes to file descriptors or /proc: the evaluator's result channel must stay untouched"),
     ("rng", re.compile(r"manual_seed|get_rng_state|initial_seed|random\.seed|np\.random\.seed"),
      "reads or sets random seeds: inputs must stay unpredictable"),
     ("caching", re.compile(r"functools\.(lru_cache|cache)\b|@(lru_cache|cache)\b"),
      "caches results across calls: later calls may skip the work"),
 ]
-LOW_PRECISION = re.compile(r"\b(half2?|__half2?|__float2half\w*|__nv_bfloat16\w*|bfloat16|float16|"
-                           r"__float2bfloat16\w*|fp16|bf16|tf32|__nv_fp8\w*|fp8)\b|allow_tf32|"
-                           r"\.half\(\)|set_float32_matmul_precision|wmma::precision|"
-                           r"\bmma\.sync\.\S*\.(f16|bf16|tf32)", re.IGNORECASE)
+# Rules over code and the data in its string literals (comments still blanked): paths and names
+# are strings by nature.
+DATA_RULES: list[tuple[str, re.Pattern, str]] = [
+    ("io", re.compile(r"/proc/"),
+     "writes to file descriptors or /proc: the evaluator's result channel must stay untouched"),
+]
+NOTE_RULES: list[tuple[str, re.Pattern, str]] = [
+    ("debug_output", re.compile(r"\bsys\.std(out|err)\.write\b|\bprintf\s*\("),
+     "prints while it runs (debug output costs time but is not a cheat)"),
+]
+# Lower precision than fp32: types, conversions and switches, never bare words. `half` and
+# `half2` alone count only where they name a type (`half x`, `(half*)`, `<half>`).
+LOW_PRECISION = re.compile(
+    r"\b(__half2?|__nv_bfloat162?|nv_bfloat162?|__float2half\w*|__half2float|__float2bfloat16\w*|"
+    r"__bfloat162float|__nv_fp8\w*)\b|"
+    r"\b(torch|tl|triton\.language)\.(float16|half|bfloat16|float8\w*)\b|"
+    r"\b(at|c10)::(Half|BFloat16)\b|\btorch::(kHalf|kFloat16|kBFloat16)\b|"
+    r"\.(half|bfloat16)\s*\(\s*\)|\ballow_tf32\b|set_float32_matmul_precision|\bfp32_precision\b|"
+    r"wmma::precision::tf32|\bmma\.sync\.\S*\.(f16|bf16|tf32)\b|"
+    r"\(\s*half2?\s*\*?\s*\)|<\s*half2?\s*\*?\s*>|\bhalf2?\s*[*&]?\s+[A-Za-z_]\w*\s*[=;,\[)]")
+FP8 = re.compile(r"\b(__nv_fp8\w*|float8_\w+)\b")
+C_CODE = re.compile(r"__global__|#include|torch::|<<<|\bvoid\b|;\s*$|\{\s*$", re.MULTILINE)
+# Inline PTX (`asm volatile("mma.sync...")`) is code in a C string: kept whole.
+C_NOISE = re.compile(r'(?P<asm>\basm\s*(?:volatile\s*)?\((?:"(?:\\.|[^"\\])*"|[^"()]|\([^()]*\))*\))|'
+                     r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.DOTALL)
+STRING_PARTS = re.compile(r"^([A-Za-z]*)('''|\"\"\"|'|\")(.*)\2$", re.DOTALL)
+
+
+def _blank(text: str) -> str:
+    """Spaces for everything but line breaks: positions and line numbers stay where they were."""
+    return re.sub(r"[^\n]", " ", text)
+
+
+def _code_string(token: str) -> str:
+    """A Python string literal holding C/C++/CUDA: its code, with its own comments and string
+    literals blanked; a prose string is blanked whole."""
+    m = STRING_PARTS.match(token)
+    if not m or not C_CODE.search(m.group(3)):
+        return _blank(token)
+    prefix, quote, body = m.groups()
+    return prefix + quote + C_NOISE.sub(
+        lambda c: c.group(0) if c.group("asm") else _blank(c.group(0)), body) + quote
+
+
+def code_text(source: str, keep_strings: bool = False) -> str:
+    """The source as the guards read it: comments blanked, and either prose strings blanked and
+    C/C++ strings reduced to their code (default), or every string kept (keep_strings)."""
+    lines = source.splitlines(keepends=True)
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line))
+    out, pos = [], 0
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+            kind = tokenize.tok_name[tok.type]
+            if kind not in ("COMMENT", "STRING", "FSTRING_MIDDLE"):
+                continue
+            a = starts[tok.start[0] - 1] + tok.start[1]
+            b = starts[tok.end[0] - 1] + tok.end[1]
+            if kind == "STRING" and keep_strings:
+                continue
+            out.append(source[pos:a])
+            out.append(_code_string(tok.string) if kind == "STRING" else _blank(source[a:b]))
+            pos = b
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        pass  # the AST pass reports the syntax error; read what tokenized
+    out.append(source[pos:])
+    return "".join(out)
 
 
 def _flag(flags: list[dict], kind: str, reason: str) -> None:
@@ -120,33 +193,49 @@ def _forward_work(cls: ast.ClassDef, extensions: set[str]) -> list[str]:
     return found
 
 
-def _memoization(cls: ast.ClassDef) -> int | None:
-    """Line of a Python-side cache in ModelNew: tensor addresses or id() read in Python, or
-    results stored into a container on self outside __init__."""
-    for fn in (n for n in cls.body if isinstance(n, ast.FunctionDef)):
+def _address_keyed(cls: ast.ClassDef) -> int | None:
+    """Line where ModelNew reads a tensor's address or id() in Python: results keyed on them
+    survive into calls with other contents at the same address."""
+    for node in ast.walk(cls):
+        if isinstance(node, ast.Call) and (
+                (isinstance(node.func, ast.Attribute) and node.func.attr == "data_ptr") or
+                (isinstance(node.func, ast.Name) and node.func.id == "id")):
+            return node.lineno
+    return None
+
+
+def _stored_per_key(cls: ast.ClassDef) -> int | None:
+    """Line where ModelNew stores into a container on self outside __init__ (a per-size buffer
+    cache, usually)."""
+    for fn in (n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name != "__init__"):
         for node in ast.walk(fn):
-            if isinstance(node, ast.Call) and (
-                    (isinstance(node.func, ast.Attribute) and node.func.attr == "data_ptr") or
-                    (isinstance(node.func, ast.Name) and node.func.id == "id")):
-                return node.lineno
-            if fn.name != "__init__" and isinstance(node, ast.Assign) and any(
+            if isinstance(node, ast.Assign) and any(
                     isinstance(t, ast.Subscript) and _dotted(t.value).startswith("self.")
                     for t in node.targets):
                 return node.lineno
     return None
 
 
-def check(source: str, problem_dtype: str = "float32") -> list[dict]:
-    """Flags for a candidate source; empty when nothing suspicious was found."""
+def _has_kernel(code: str) -> bool:
+    return "__global__" in code or re.search(r"@\s*(triton\.)?jit\b", code) is not None
+
+
+def review(source: str, problem_dtype: str = "float32") -> tuple[list[dict], list[dict]]:
+    """(flags, notes) for a candidate source; both empty when nothing was found."""
     flags: list[dict] = []
+    notes: list[dict] = []
     try:
         tree = ast.parse(source)
     except SyntaxError as e:
-        return [{"kind": "syntax", "reason": f"line {e.lineno}: {e.msg}"}]
-    if "__global__" not in source:
-        _flag(flags, "no_cuda_kernel", "no `__global__` CUDA kernel in the candidate")
-    if "load_inline" not in source and "cpp_extension" not in source:
-        _flag(flags, "no_cuda_kernel", "the candidate never compiles CUDA (no load_inline)")
+        return [{"kind": "syntax", "reason": f"line {e.lineno}: {e.msg}"}], []
+    code = code_text(source)
+    triton = re.search(r"^\s*(import|from)\s+triton\b", code, re.MULTILINE) is not None
+    if not _has_kernel(code):
+        _flag(flags, "no_cuda_kernel", "no `__global__` CUDA kernel or `@triton.jit` kernel "
+                                       "in the candidate")
+    if "load_inline" not in code and "cpp_extension" not in code and not triton:
+        _flag(flags, "no_cuda_kernel", "the candidate never compiles a kernel (no load_inline, "
+                                       "no Triton)")
     cls = _model_new(tree)
     if cls is not None:
         bases = [_dotted(b) for b in cls.bases]
@@ -154,25 +243,41 @@ def check(source: str, problem_dtype: str = "float32") -> list[dict]:
             _flag(flags, "reference_reuse", f"line {cls.lineno}: ModelNew inherits the reference Model")
         work = _forward_work(cls, _extension_names(tree))
         if work:
-            _flag(flags, "pytorch_compute",
-                  "PyTorch ops do work in ModelNew: " + ", ".join(work[:6]))
-        memo = _memoization(cls)
-        if memo:
-            _flag(flags, "caching", f"line {memo}: keeps results keyed by tensor address, "
-                                    "identity or shape across calls: later calls may skip the work")
+            # With a kernel of its own, PyTorch layers kept around it are allowed (KernelBench's
+            # mnist2 example): the run-time profile reports PyTorch's share of the time and
+            # flags it only when PyTorch does the work.
+            sink = flags if any(f["kind"] == "no_cuda_kernel" for f in flags) else notes
+            _flag(sink, "pytorch_compute", "PyTorch ops do work in ModelNew: " + ", ".join(work[:6]))
+        keyed = _address_keyed(cls)
+        if keyed:
+            _flag(flags, "caching", f"line {keyed}: keeps results keyed by tensor address or "
+                                    "identity across calls: later calls may skip the work")
+        stored = _stored_per_key(cls)
+        if stored:
+            _flag(notes, "caching", f"line {stored}: keeps tensors per key across calls (fresh "
+                                    "inputs at every call decide whether results are reused)")
         for node in ast.walk(cls):
             if isinstance(node, ast.Try):
                 _flag(flags, "fallback", f"line {node.lineno}: try/except in ModelNew "
                                          "(a silent fallback can hide a failing kernel)")
             if isinstance(node, ast.Call) and _dotted(node.func) in {"Model", "super().forward"}:
                 _flag(flags, "reference_reuse", f"line {node.lineno}: calls the reference Model")
-    for kind, pattern, reason in TEXT_RULES:
-        m = pattern.search(source)
-        if m:
-            _flag(flags, kind, f"line {_line_of(source, m.start())}: {reason} (`{m.group(0).strip()}`)")
-    if problem_dtype == "float32":
-        m = LOW_PRECISION.search(source)
-        if m:
-            _flag(flags, "precision", f"line {_line_of(source, m.start())}: lower precision than "
-                                      f"the fp32 problem (`{m.group(0)}`)")
-    return flags
+    data = code_text(source, keep_strings=True)
+    for text, rules, sink in ((code, TEXT_RULES, flags), (data, DATA_RULES, flags),
+                              (code, NOTE_RULES, notes)):
+        for kind, pattern, reason in rules:
+            m = pattern.search(text)
+            if m:
+                _flag(sink, kind, f"line {_line_of(text, m.start())}: {reason} "
+                                  f"(`{m.group(0).strip()}`)")
+    lower = LOW_PRECISION if problem_dtype == "float32" else FP8
+    m = lower.search(code)
+    if m and problem_dtype in ("float32", "float16", "bfloat16"):
+        _flag(flags, "precision", f"line {_line_of(code, m.start())}: lower precision than "
+                                  f"the {problem_dtype} problem (`{m.group(0).strip()}`)")
+    return flags, notes
+
+
+def check(source: str, problem_dtype: str = "float32") -> list[dict]:
+    """Flags for a candidate source; empty when nothing suspicious was found."""
+    return review(source, problem_dtype)[0]

@@ -109,7 +109,7 @@ class LocalPool:
     def evaluate(self, request: EvalRequest, token: threading.Event | None = None) -> dict:
         s = request.settings
         token = token or threading.Event()
-        static_flags = guards.check(request.candidate_source, request.dtype)
+        static_flags, static_notes = guards.review(request.candidate_source, request.dtype)
         gpu = None if (s.no_gpu or not self.gpus) else self._pick_gpu()
         try:
             result = self._run_worker(request, gpu, token)
@@ -118,7 +118,8 @@ class LocalPool:
                 with self._lock:
                     self._assigned[gpu] -= 1
         verdict = empty(result.get("status", "crashed"))
-        verdict.update({k: v for k, v in result.items() if k != "flags"})
+        verdict.update({k: v for k, v in result.items() if k not in ("flags", "notes")})
+        verdict["notes"] = static_notes + result.get("notes", [])
         verdict["flags"] = static_flags + [f for f in result.get("flags", [])
                                            if f["kind"] not in {x["kind"] for x in static_flags}]
         status = verdict["status"]

@@ -10,7 +10,7 @@ Keys (all present; None where a phase did not run):
   ref_eager_ms, ref_eager_ci95_ms, ref_compile_ms, ref_compile_ci95_ms
   speedup_eager, speedup_eager_ci95, speedup_compile, speedup_compile_ci95
   floor_ms, roofline_fraction (floor / time), samples {candidate, eager, compile}
-  flags             [{kind, reason}]; error (first real error lines); gpu; phase_s
+  flags             [{kind, reason}]; notes [{kind, reason}] (shown, never a flag); error (first real error lines); gpu; phase_s
 """
 from __future__ import annotations
 
@@ -20,13 +20,13 @@ KEYS = ("status", "verified", "compile_s", "cache_hit", "cache_key", "extensions
         "trials", "atol", "rtol", "max_abs_err", "max_rel_err", "trial_errors", "time_ms",
         "ci95_ms", "ref_eager_ms", "ref_eager_ci95_ms", "ref_compile_ms",
         "ref_compile_ci95_ms", "speedup_eager", "speedup_eager_ci95", "speedup_compile",
-        "speedup_compile_ci95", "floor_ms", "roofline_fraction", "samples", "flags", "error",
+        "speedup_compile_ci95", "floor_ms", "roofline_fraction", "samples", "flags", "notes", "error",
         "gpu", "phase_s")
 
 
 def empty(status: str) -> dict:
     verdict = dict.fromkeys(KEYS)
-    verdict.update(status=status, verified=False, flags=[], trial_errors=[], samples={},
+    verdict.update(status=status, verified=False, flags=[], notes=[], trial_errors=[], samples={},
                    phase_s={})
     return verdict
 
@@ -68,6 +68,8 @@ def describe(v: dict) -> str:
                          f"(the kernel runs at {100 * (v.get('roofline_fraction') or 0):.0f}% of roofline speed)")
     for flag in v.get("flags") or []:
         lines.append(f"flag [{flag['kind']}]: {flag['reason']}")
+    for note in v.get("notes") or []:
+        lines.append(f"note [{note['kind']}]: {note['reason']}")
     if v.get("error"):
         lines.append("error: " + v["error"])
     return "\n".join(lines)
