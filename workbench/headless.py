@@ -208,6 +208,7 @@ def run(problem: str | None, provider: str | None, model: str | None, base_url: 
         if not found:
             fail(f"no session {resume_id} in {store.path}")
         session = found[0]
+        hold_session(store, resume_id)   # before anything changes the session
         stored = store.settings(resume_id)
         eval_overrides = {k: v for k, v in (("atol", atol), ("rtol", rtol)) if v is not None}
         if no_gpu:
@@ -251,6 +252,7 @@ def run(problem: str | None, provider: str | None, model: str | None, base_url: 
         settings.eval = EvalSettings(atol=atol, rtol=rtol, no_gpu=no_gpu)
         session_id = new_session(store, prob, name, model, base_url, settings,
                                  provider_options=llm.options())
+        hold_session(store, session_id)
 
     printer = Printer(store)
     try:
@@ -288,6 +290,17 @@ def run(problem: str | None, provider: str | None, model: str | None, base_url: 
         click.echo(f"session {session_id} stopped: {session['stop_reason']}")
         click.echo(f"resume with: {again}")
     sys.exit(1)
+
+
+def hold_session(store, session_id: int) -> None:
+    """Drive the session alone, until exit (between the engine's steps too): another process's
+    `run --resume` or app is refused, and this one is refused while another drives it."""
+    from workbench import session_lock
+
+    try:
+        session_lock.acquire(store.path, session_id)
+    except session_lock.SessionLocked as e:
+        fail(str(e))
 
 
 def interrupt_handler(engine, executor, printer: Printer):

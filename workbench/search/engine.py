@@ -12,9 +12,12 @@ next is policy.py; the pieces of work are pipelines.py; LLM calls are calls.py.
 from __future__ import annotations
 
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
 from typing import Any, Callable
 
-from workbench import events
+from workbench import events, session_lock
 from workbench.gpu.executor import Executor
 from workbench.llm.base import Provider
 from workbench.llm.prompts import PromptError, Prompts
@@ -111,6 +114,10 @@ class Engine(Pipelines):
 
         Returns the final next_action(): finished, stopped, or review (ideas still waiting).
         """
+        with self._driving():
+            return self._run(review)
+
+    def _run(self, review: Callable[[list[int]], None] | None) -> str:
         while True:
             if self.step():
                 continue
@@ -147,21 +154,35 @@ class Engine(Pipelines):
                 self.settings = SearchSettings.from_dict(self.store.settings(self.session_id))
             return True
 
+    @contextmanager
+    def _driving(self) -> Iterator[None]:
+        """Hold the session's lock while working: one driver per session, whichever process
+        (another's `run --resume` or app is refused; SearchError, one line)."""
+        try:
+            held: Path = session_lock.acquire(self.store.path, self.session_id)
+        except session_lock.SessionLocked as e:
+            raise SearchError(str(e)) from None
+        try:
+            yield
+        finally:
+            session_lock.release(held)
+
     def _work(self, fn: Callable[[], Any], default: Any) -> Any:
         if not self._begin():
             return default
-        with self._lock:
-            self._active += 1
-        try:
-            return fn()
-        except (Stop, PromptError) as e:
-            self._stop(str(e))
-            return default
-        finally:
+        with self._driving():
             with self._lock:
-                self._active -= 1
-            if self.control.cancel.is_set():
-                self._stop(self.control.reason or "cancelled")
+                self._active += 1
+            try:
+                return fn()
+            except (Stop, PromptError) as e:
+                self._stop(str(e))
+                return default
+            finally:
+                with self._lock:
+                    self._active -= 1
+                if self.control.cancel.is_set():
+                    self._stop(self.control.reason or "cancelled")
 
     def _parallel(self, fn: Callable, jobs: list[tuple]) -> list:
         """Run jobs on threads; a job that must stop the session lets the others finish."""
