@@ -9,7 +9,7 @@ import workbench
 
 ROOT = Path(workbench.__file__).parent
 WORKER_SIDE = ["worker", "evaluate", "buildhook", "inputs", "timing", "runtime_guards", "stats",
-               "compare"]
+               "compare", "confine", "observe", "prepare"]
 
 
 def _imports(path: Path) -> set[str]:

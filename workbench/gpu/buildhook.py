@@ -6,7 +6,11 @@ with an equivalent that:
     candidate never builds twice and two candidates sharing a name never share a build dir;
   - leaves torch headers out of the .cu when the CUDA source doesn't use torch (raw-pointer
     launchers): nvcc on torch/types.h alone costs ~28 s;
-  - precompiles torch/extension.h for the C++ binding unit (one shared PCH, built under a lock);
+  - builds in the worker's private directory (BUILD_ENV) and only reads the shared cache: the
+    parent copies a finished build into the cache (workbench.gpu.sandbox.harvest), so a
+    candidate can never write what another candidate loads;
+  - uses torch's precompiled torch/extension.h for the C++ binding unit when the parent's trusted
+    set-up (workbench.gpu.prepare) has built it;
   - records what it was given, for the verdict and for export.
 """
 from __future__ import annotations
@@ -25,6 +29,7 @@ HOOK_VERSION = "1"
 # Anything here in a CUDA source means it needs torch's headers.
 TORCH_IN_CUDA = re.compile(r"\btorch\b|\bat::|\bc10\b|\bTensor\b|TORCH_|AT_DISPATCH|AT_ASSERT|<ATen/")
 OPT_FLAG = re.compile(r"^-O\d?$")
+BUILD_ENV = "KWB_BUILD_DIR"
 
 
 @contextmanager
@@ -62,12 +67,13 @@ def _sanitize(name: str) -> str:
 
 
 def install(cache_dir: Path, recorder: BuildRecorder) -> None:
+    """Replace load_inline; builds go to $KWB_BUILD_DIR/<key>, hits load from cache_dir/ext."""
     import torch
     import torch.utils.cpp_extension as ce
 
     # A load_inline(use_pch=False) deletes torch's shared PCH, under other builds' feet.
     ce.remove_extension_h_precompiler_headers = lambda: None
-    check_pch = getattr(ce, "_check_and_build_extension_h_precompiler_headers", None)
+    build_root = Path(os.environ[BUILD_ENV])
     toolchain = f"{torch.__version__}|{torch.version.cuda}|{os.environ.get('TORCH_CUDA_ARCH_LIST')}|{sys.version_info[:2]}"
 
     def load_inline(name, cpp_sources, cuda_sources=None, functions=None, extra_cflags=None,
@@ -95,10 +101,16 @@ def install(cache_dir: Path, recorder: BuildRecorder) -> None:
                                          with_pytorch_error_handling], sort_keys=True).encode()
                              ).hexdigest()
         ext_name = f"{_sanitize(name)}_{key[:12]}"
-        build_dir = cache_dir / "ext" / key[:2] / key
-        build_dir.mkdir(parents=True, exist_ok=True)
         recorder.extensions.append(record)
         recorder.keys.append(key)
+        cached = cache_dir / "ext" / key[:2] / key
+        if (cached / f"{ext_name}.so").is_file():
+            start = time.perf_counter()
+            module = ce._import_module_from_library(ext_name, str(cached), is_python_module)
+            recorder.seconds += time.perf_counter() - start
+            return module
+        build_dir = build_root / key
+        build_dir.mkdir(parents=True, exist_ok=True)
 
         torch_free_cuda = bool(cuda) and not any(TORCH_IN_CUDA.search(s) for s in cuda)
         cpp_text = ["#include <torch/extension.h>", *cpp]
@@ -113,24 +125,14 @@ def install(cache_dir: Path, recorder: BuildRecorder) -> None:
         if cuda:
             sources.append(_write(build_dir / "cuda.cu", "\n".join(head + cuda)))
 
-        so_files = list(build_dir.glob(f"{ext_name}*.so"))
-        hit = bool(so_files)
         start = time.perf_counter()
-        with file_lock(build_dir / ".kwb.lock"):
-            if not hit and check_pch is not None and not cflags and not includes:
-                try:
-                    with file_lock(cache_dir / "pch.lock"):
-                        check_pch(None, None)
-                except Exception as e:  # noqa: BLE001 - no PCH only costs time
-                    print(f"kernel-workbench: precompiled header unavailable: {e}", file=sys.stderr)
-            module = ce.load(ext_name, sources, extra_cflags=cflags, extra_cuda_cflags=cuda_flags,
-                             extra_ldflags=ldflags, extra_include_paths=includes,
-                             build_directory=str(build_dir), verbose=verbose,
-                             with_cuda=with_cuda if with_cuda is not None else bool(cuda),
-                             is_python_module=is_python_module,
-                             keep_intermediates=keep_intermediates)
+        module = ce.load(ext_name, sources, extra_cflags=cflags, extra_cuda_cflags=cuda_flags,
+                         extra_ldflags=ldflags, extra_include_paths=includes,
+                         build_directory=str(build_dir), verbose=verbose,
+                         with_cuda=with_cuda if with_cuda is not None else bool(cuda),
+                         is_python_module=is_python_module, keep_intermediates=keep_intermediates)
         recorder.seconds += time.perf_counter() - start
-        recorder.cache_hit = recorder.cache_hit and hit
+        recorder.cache_hit = False
         return module
 
     ce.load_inline = load_inline

@@ -35,6 +35,8 @@ def first_errors(message: str, log: str, limit: int = 12) -> str:
 def crash_reason(error: str | None, log: str, returncode: int | None) -> str:
     if error:
         return error[:1000]
+    if returncode is not None and returncode > 128:
+        returncode = 128 - returncode  # the sandbox's PID 1 reports a signal the shell's way
     if returncode is not None and returncode < 0:
         try:
             name = signal.Signals(-returncode).name

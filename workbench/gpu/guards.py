@@ -17,6 +17,8 @@ import io
 import re
 import tokenize
 
+from workbench.gpu import guards_escape
+
 # torch calls that do real work (as opposed to allocating, viewing or moving tensors).
 HEAVY_TORCH = {
     "matmul", "mm", "bmm", "einsum", "addmm", "baddbmm", "linear", "conv1d", "conv2d", "conv3d",
@@ -262,6 +264,8 @@ def review(source: str, problem_dtype: str = "float32") -> tuple[list[dict], lis
                                          "(a silent fallback can hide a failing kernel)")
             if isinstance(node, ast.Call) and _dotted(node.func) in {"Model", "super().forward"}:
                 _flag(flags, "reference_reuse", f"line {node.lineno}: calls the reference Model")
+    for f in guards_escape.check(tree):
+        _flag(flags, f["kind"], f["reason"])
     data = code_text(source, keep_strings=True)
     for text, rules, sink in ((code, TEXT_RULES, flags), (data, DATA_RULES, flags),
                               (code, NOTE_RULES, notes)):

@@ -13,16 +13,14 @@ import queue
 import secrets
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-import workbench
 from workbench import cuda_env
-from workbench.gpu import buildlog, guards, resources
+from workbench.gpu import buildlog, guards, resources, sandbox
 from workbench.gpu.executor import EvalRequest, EvaluationCancelled
 from workbench.gpu.verdict import empty
 
@@ -33,20 +31,6 @@ def default_cache_dir() -> Path:
     base = os.environ.get(CACHE_ENV) or Path(os.environ.get("XDG_CACHE_HOME") or
                                              Path.home() / ".cache") / "kernel-workbench"
     return Path(base)
-
-
-def _worker_env(base: dict[str, str], gpu: int | None) -> dict[str, str]:
-    # Candidate code runs in the worker: it gets no API keys.
-    env = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_TOKEN"))}
-    env.update(base)
-    env["MAX_JOBS"] = env.get("MAX_JOBS", "2")  # a candidate is two units: .cpp and .cu
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(Path(workbench.__file__).resolve().parent.parent)] +
-        ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-    env["PYTHONUNBUFFERED"] = "1"
-    if gpu is not None:
-        env["CUDA_VISIBLE_DEVICES"] = str(gpu)
-    return env
 
 
 class LocalPool:
@@ -157,29 +141,30 @@ class LocalPool:
             # Chosen here, in secret: a candidate cannot predict its inputs.
             "seeds": [secrets.randbits(31) for _ in range(s.trials + 2)],
         }
-        read_fd, write_fd = os.pipe()
         log = tempfile.TemporaryFile(mode="w+", prefix="kwb-worker-")
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "workbench.gpu.worker", str(write_fd)],
-            stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, pass_fds=(write_fd,),
-            env=_worker_env(self.base_env, gpu), start_new_session=True, text=True)
-        os.close(write_fd)
-        with self._lock:
-            self._procs[proc] = token
-        try:
-            if token.is_set():   # cancelled while the worker started
-                _kill(proc)
-            proc.stdin.write(json.dumps(job))
-            proc.stdin.close()
-            result = self._follow(proc, read_fd, nonce, request)
-        except BrokenPipeError:   # killed before it read its job
-            os.close(read_fd)
-            result = {"status": "crashed", "error": None}
-        finally:
-            _kill(proc)
-            proc.wait()
+        with sandbox.worker_launch(self.cache_dir, self.base_env, gpu) as launch:
+            read_fd, write_fd = os.pipe()
+            proc = subprocess.Popen(
+                launch.command(str(write_fd)), stdin=subprocess.PIPE, stdout=log,
+                stderr=subprocess.STDOUT, pass_fds=(write_fd,), env=launch.env, cwd=launch.cwd,
+                preexec_fn=launch.preexec, start_new_session=True, text=True)
+            os.close(write_fd)
             with self._lock:
-                self._procs.pop(proc, None)
+                self._procs[proc] = token
+            try:
+                if token.is_set():   # cancelled while the worker started
+                    _kill(proc)
+                proc.stdin.write(json.dumps(job))
+                proc.stdin.close()
+                result = self._follow(proc, read_fd, nonce, request)
+            except BrokenPipeError:   # killed before it read its job
+                os.close(read_fd)
+                result = {"status": "crashed", "error": None}
+            finally:
+                _kill(proc)
+                proc.wait()
+                with self._lock:
+                    self._procs.pop(proc, None)
         if token.is_set() and result.get("status") in ("crashed", "timeout"):
             # Killed on purpose (Ctrl-C, cancel, quit): no verdict; the kernel is verified again.
             log.close()

@@ -2,8 +2,8 @@
 
 Run as `python -m workbench.gpu.worker RESULT_FD` with the job as JSON on stdin. Imports only
 torch and the standard library, so it runs under whatever Python holds torch on a GPU box.
-The parent (workbench.gpu.pool) owns timeouts and kills this process group on a hang; a crash
-here costs only this candidate. Results go to a private pipe, tagged with a nonce the candidate
+The parent (workbench.gpu.pool) launches it sandboxed (workbench.gpu.sandbox), owns timeouts and
+kills it on a hang; a crash here costs only this candidate. Results go to a private pipe, tagged with a nonce the candidate
 never sees, never to stdout (which carries the candidate's and the compiler's prints).
 """
 from __future__ import annotations
@@ -42,6 +42,9 @@ def _error_text(e: BaseException) -> str:
 
 
 def main() -> None:
+    from workbench.gpu import confine, observe
+
+    confine.enter()  # the sandbox's inner layers, before anything reads the candidate
     fd = int(sys.argv[1])
     job = json.loads(sys.stdin.read())
     chan = Channel(fd, job.pop("nonce"))
@@ -50,7 +53,7 @@ def main() -> None:
     except BaseException as e:  # noqa: BLE001 - anything the candidate does ends as a verdict
         traceback.print_exc()
         verdict = {"status": "crashed", "error": _error_text(e)[:4000]}
-    chan.send("result", verdict=verdict)
+    chan.send("result", verdict=observe.annotate(verdict))
 
 
 def run(job: dict, chan: Channel) -> dict:

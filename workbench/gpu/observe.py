@@ -1,0 +1,82 @@
+"""Inside the sandboxed worker: note what the candidate tried that the sandbox refuses, so the
+verdict says what was blocked rather than showing a bare PermissionError. Standard library only.
+
+An audit hook (PEP 578; it cannot be removed once added) sees each open, connect, bind and shell
+command and checks it against the same allow lists the Landlock rules were built from. The
+kernel does the refusing; this only names it. Code that goes around Python (ctypes, a child
+process) is still refused, just not named here.
+"""
+from __future__ import annotations
+
+import os
+import re
+import sys
+import threading
+
+LIMIT = 12
+_PROC_OTHER = re.compile(r"^/proc/(\d+)/")
+_seen: list[str] = []
+_busy = threading.local()
+
+
+def _under(path: str, roots: list[str]) -> bool:
+    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+
+
+def _note(text: str) -> None:
+    if text not in _seen and len(_seen) < LIMIT:
+        _seen.append(text)
+
+
+def install(read: list[str], write: list[str]) -> None:
+    read_roots = [os.path.realpath(p) for p in read]
+    write_roots = [os.path.realpath(p) for p in write]
+    own_proc = os.path.realpath("/proc/self")
+
+    def check_open(path, mode, flags) -> None:
+        if not isinstance(path, (str, bytes, os.PathLike)):
+            return  # an open descriptor
+        path = os.fsdecode(path)
+        real = os.path.realpath(path)
+        writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or \
+            (isinstance(flags, int) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT))
+        m = _PROC_OTHER.match(real)
+        if m and not real.startswith(own_proc + "/"):
+            _note(f"read another process's {real}")
+        elif writing and not _under(real, write_roots):
+            _note(f"write {path}")
+        elif not writing and not _under(real, read_roots + write_roots):
+            _note(f"read {path}")
+
+    def hook(event: str, args: tuple) -> None:
+        if getattr(_busy, "on", False):
+            return
+        _busy.on = True
+        try:
+            if event == "open":
+                check_open(*args[:3])
+            elif event in ("socket.connect", "socket.bind"):
+                _note(f"{event.split('.')[1]} {args[1]!r}")
+            elif event == "os.system":
+                _note(f"shell command {os.fsdecode(args[0])[:80]!r}")
+        except Exception:  # noqa: BLE001 - observing must never break the worker
+            pass
+        finally:
+            _busy.on = False
+
+    sys.addaudithook(hook)
+
+
+def annotate(verdict: dict) -> dict:
+    """Add a `sandbox` flag naming what was refused; explain a refusal that ended the run."""
+    if _seen:
+        verdict.setdefault("flags", []).append({
+            "kind": "sandbox",
+            "reason": "the sandbox refused what the candidate tried: " + "; ".join(_seen)})
+        if verdict.get("status") == "correct":
+            verdict["status"] = "flagged"
+    error = verdict.get("error") or ""
+    if re.match(r"(PermissionError|OSError|ConnectionRefusedError|ConnectionError|"
+                r"socket\.gaierror)\b", error) and "sandbox" not in error:
+        verdict["error"] = error + " (refused by the sandbox)"
+    return verdict

@@ -1,0 +1,293 @@
+"""The worker's sandbox, parent side: how a worker process is launched, and what this box supports.
+
+Every candidate is LLM-written code. Its worker runs:
+  - in its own user, network and PID namespaces (util-linux `unshare`): no network; uid nobody
+    inside, so no capabilities; PID 1 of its namespace is our own init (workbench.gpu.confine),
+    and when it ends the kernel kills everything left, setsid'd orphans, ninja and nvcc included;
+  - behind Landlock and seccomp, which the worker applies to itself before the candidate runs
+    (workbench.gpu.confine): writes only to its private job directory, reads only what Python,
+    torch, the toolkit, the driver and the build need, no TCP, no ptrace/process_vm_readv/bpf/mount;
+  - with an allowlisted environment (no keys, no database path) and PR_SET_PDEATHSIG, so it dies
+    with the process that launched it, even on kill -9.
+The worker builds in its job directory and reads the shared build cache read-only; the parent
+copies a successful build into the cache (keyed as workbench.gpu.buildhook keys it) and removes
+the job directory, also after a killed build. Residual risk: a candidate can still place a
+forged .so under a key of its choosing in its own job directory, which the parent then caches.
+
+A layer this kernel lacks is named at start (startup_check) and by `doctor`; with
+`--require-sandbox`, KERNEL_WORKBENCH_REQUIRE_SANDBOX=1 or `[sandbox] require = true` in
+config.toml, nothing is evaluated without every layer.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import importlib.util
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import tomllib
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import workbench
+from workbench import cuda_env
+from workbench.gpu import confine
+
+REQUIRE_ENV = "KERNEL_WORKBENCH_REQUIRE_SANDBOX"
+BUILD_ENV = "KWB_BUILD_DIR"
+UNSHARE = ["--user", "--map-user=65534", "--map-group=65534", "--net", "--pid", "--fork",
+           "--kill-child"]
+# Passed through to the worker as they are; everything else is dropped (keys, DB path, ...).
+ENV_NAMES = {"PATH", "LANG", "LANGUAGE", "LD_LIBRARY_PATH", "CC", "CXX", "CUDA_HOME",
+             "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_MODULE_LOADING",
+             "TORCH_CUDA_ARCH_LIST", "MAX_JOBS", "OMP_NUM_THREADS", "NVCC_PREPEND_FLAGS",
+             "NVCC_APPEND_FLAGS", "CUDA_LAUNCH_BLOCKING", "TORCH_SHOW_CPP_STACKTRACES"}
+ENV_PREFIXES = ("LC_",)
+SYSTEM_READ = ["/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/proc", "/sys",
+               "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime",
+               "/etc/alternatives"]
+DEVICES_RW = ["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"]
+
+
+class SandboxError(Exception):
+    """The full sandbox was required and this box lacks a layer; str() is one line."""
+
+
+@dataclass
+class Support:
+    namespaces: bool
+    namespaces_detail: str
+    landlock_abi: int
+    seccomp: bool
+    missing: list[str] = field(default_factory=list)
+
+
+@functools.cache
+def support() -> Support:
+    """Which layers this kernel gives an unprivileged process (probed, not guessed)."""
+    unshare = shutil.which("unshare")
+    if not unshare:
+        ns, detail = False, "util-linux `unshare` not found"
+    else:
+        try:
+            out = subprocess.run([unshare, *UNSHARE, "--", "true"], capture_output=True,
+                                 text=True, timeout=20)
+            ns = out.returncode == 0
+            detail = "user, network and PID namespaces" if ns else \
+                (out.stderr.strip().splitlines() or ["unshare failed"])[-1]
+        except (OSError, subprocess.TimeoutExpired) as e:
+            ns, detail = False, f"unshare failed: {e}"
+    abi = confine.landlock_abi()
+    seccomp = confine.seccomp_arch() and Path("/proc/self/status").read_text().count("Seccomp:") > 0
+    missing = [name for name, ok in (("namespaces", ns), ("landlock", abi > 0),
+                                     ("seccomp", seccomp)) if not ok]
+    return Support(ns, detail, abi, seccomp, missing)
+
+
+def layers() -> list[tuple[str, bool, str]]:
+    """(layer, available, detail) for `doctor`."""
+    s = support()
+    return [("namespaces", s.namespaces, s.namespaces_detail),
+            ("landlock", s.landlock_abi > 0, f"ABI {s.landlock_abi}" + (
+                " (files and TCP)" if s.landlock_abi >= 4 else " (files only)")
+             if s.landlock_abi else "not enabled in this kernel (needs lsm=landlock)"),
+            ("seccomp", s.seccomp, "filter denying ptrace, process_vm_readv, bpf, mount, ..."
+             if s.seccomp else f"no filter for {os.uname().machine} or no seccomp")]
+
+
+def required() -> bool:
+    """The user's setting: refuse to evaluate without the full sandbox?"""
+    if os.environ.get(REQUIRE_ENV, "").lower() in ("1", "true", "yes"):
+        return True
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    try:
+        data = tomllib.loads((Path(base) / "kernel-workbench" / "config.toml").read_text())
+    except (OSError, tomllib.TOMLDecodeError):
+        return False
+    return bool((data.get("sandbox") or {}).get("require", False))
+
+
+def startup_check(require: bool = False) -> str | None:
+    """A warning line when a layer is missing (None when complete); raises SandboxError instead
+    when the full sandbox is required. Call once when evaluation starts."""
+    missing = support().missing
+    if not missing:
+        return None
+    text = f"the worker sandbox lacks {', '.join(missing)} on this machine " \
+           "(see `kernel-workbench doctor`)"
+    if require or required():
+        raise SandboxError(text + "; refusing to evaluate (--require-sandbox)")
+    return "warning: " + text + ": candidates run with less isolation"
+
+
+@dataclass
+class Launch:
+    """How to start one worker: argv prefix, environment and cwd for subprocess.Popen."""
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str
+    job_dir: Path
+
+    def command(self, *worker_args: str) -> list[str]:
+        return [*self.argv, sys.executable, "-m", "workbench.gpu.worker", *worker_args]
+
+    @staticmethod
+    def preexec() -> None:
+        """In the child before exec: die with the parent (kill -9 and SIGHUP included)."""
+        _prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+        if os.getppid() != _parent_pid:
+            os._exit(1)  # the parent died before the line above
+
+
+_prctl = ctypes.CDLL(None, use_errno=True).prctl
+_parent_pid = os.getpid()
+_prepared: set[str] = set()
+_prepare_lock = threading.Lock()
+
+
+@contextmanager
+def worker_launch(cache_dir: Path, base_env: dict[str, str], gpu: int | None):
+    """One worker's launch: yields a Launch; afterwards copies its successful builds into the
+    cache and removes its job directory. Popen it with preexec_fn=Launch.preexec from a thread
+    that outlives the worker (the death signal follows the launching thread)."""
+    s = support()
+    if s.missing and required():
+        raise SandboxError(f"the worker sandbox lacks {', '.join(s.missing)}; refusing to evaluate")
+    _prepare(cache_dir, gpu)
+    jobs = cache_dir / "jobs"
+    jobs.mkdir(parents=True, exist_ok=True)
+    job_dir = jobs / f"{os.getpid()}-{secrets.token_hex(6)}"
+    for sub in ("build", "tmp", "py"):
+        (job_dir / sub).mkdir(parents=True)
+    # Only the package on the import path: its parent may hold the database.
+    (job_dir / "py" / "workbench").symlink_to(Path(workbench.__file__).resolve().parent)
+    env = _env(base_env, gpu, job_dir)
+    gpu_lock = cache_dir / f"gpu{gpu}.lock"
+    if gpu is not None:
+        gpu_lock.touch()
+    policy = {"landlock": s.landlock_abi, "seccomp": s.seccomp, "write": [str(job_dir)],
+              "read": _read_paths(cache_dir, env),
+              "rw_files": DEVICES_RW + _nvidia_devices() + ([str(gpu_lock)] if gpu is not None else [])}
+    env[confine.POLICY_ENV] = json.dumps(policy)
+    argv = [shutil.which("unshare"), *UNSHARE, "--"] if s.namespaces else []
+    try:
+        yield Launch(argv, env, str(job_dir), job_dir)
+    finally:
+        harvest(job_dir / "build", cache_dir / "ext")
+        shutil.rmtree(job_dir, ignore_errors=True)
+
+
+def _env(base_env: dict[str, str], gpu: int | None, job_dir: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k in ENV_NAMES or k.startswith(ENV_PREFIXES)}
+    env.update(base_env)
+    private = {"HOME": job_dir, "TMPDIR": job_dir / "tmp", BUILD_ENV: job_dir / "build",
+               "TORCH_EXTENSIONS_DIR": job_dir / "build", "XDG_CACHE_HOME": job_dir / "tmp",
+               "TORCHINDUCTOR_CACHE_DIR": job_dir / "tmp" / "inductor",
+               "TRITON_CACHE_DIR": job_dir / "tmp" / "triton",
+               "CUDA_CACHE_PATH": job_dir / "tmp" / "nv", "PYTHONPATH": job_dir / "py"}
+    env.update({k: str(v) for k, v in private.items()})
+    env.update(USER="kwb", LOGNAME="kwb", PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1",
+               MAX_JOBS=env.get("MAX_JOBS", "2"))  # a candidate is two units: .cpp and .cu
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+    # The interpreter's own bin first: ninja lives there, and launchers such as pyenv's shims
+    # elsewhere on PATH would need the user's home.
+    bins = [os.path.dirname(sys.executable), os.path.dirname(os.path.realpath(sys.executable))]
+    if env.get("CUDA_HOME"):
+        bins.append(os.path.join(env["CUDA_HOME"], "bin"))
+    env["PATH"] = os.pathsep.join(dict.fromkeys(bins + env.get("PATH", "").split(os.pathsep)))
+    return env
+
+
+def _read_paths(cache_dir: Path, env: dict[str, str]) -> list[str]:
+    paths = list(SYSTEM_READ) + [str(cache_dir / "ext"), str(Path(workbench.__file__).resolve().parent)]
+    paths += [p for p in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]
+    if env.get("CUDA_HOME"):
+        paths.append(os.path.realpath(env["CUDA_HOME"]))
+    for tool in ("ninja", "nvcc", "c++", "gcc"):
+        found = shutil.which(tool, path=env.get("PATH"))
+        if found:
+            paths += [os.path.dirname(found), os.path.dirname(os.path.realpath(found))]
+    return sorted(set(paths))
+
+
+def _nvidia_devices() -> list[str]:
+    return sorted(str(p) for p in Path("/dev").glob("nvidia*"))
+
+
+def harvest(build_root: Path, ext_dir: Path) -> list[str]:
+    """Copy each finished build (a directory named by its key, holding a .so) into the cache;
+    regular files only, never a link. Returns the keys added."""
+    added = []
+    for build in (build_root.iterdir() if build_root.is_dir() else []):
+        key = build.name
+        if len(key) != 64 or not any(p.is_file() and not p.is_symlink()
+                                     for p in build.glob("*.so")):
+            continue
+        dest = ext_dir / key[:2] / key
+        if any(dest.glob("*.so")):
+            continue
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        staging = dest.parent / f".{key}.{secrets.token_hex(4)}"
+        staging.mkdir()
+        for f in build.iterdir():
+            if f.is_file() and not f.is_symlink() and not f.name.startswith(".kwb"):
+                shutil.copy2(f, staging / f.name)
+        shutil.rmtree(dest, ignore_errors=True)  # an old build dir without a .so
+        try:
+            os.rename(staging, dest)
+            added.append(key)
+        except OSError:  # another worker's copy landed first
+            shutil.rmtree(staging, ignore_errors=True)
+    return added
+
+
+def sweep_jobs(cache_dir: Path) -> None:
+    """Remove job directories whose parent process is gone (killed with -9, say)."""
+    for job in (cache_dir / "jobs").glob("*-*"):
+        pid = job.name.split("-")[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(job, ignore_errors=True)
+
+
+def _prepare(cache_dir: Path, gpu: int | None) -> None:
+    """Once per cache: what workers can no longer write for themselves, done by trusted code:
+    torch's precompiled header, and the GPU's measured ceilings."""
+    key = f"{cache_dir}|{gpu is not None}"
+    with _prepare_lock:
+        if key in _prepared:
+            return
+        sweep_jobs(cache_dir)
+        if not _pch_ready() or (gpu is not None and not _ceilings_ready(cache_dir)):
+            env = {**os.environ, **cuda_env.build_env(),
+                   "PYTHONPATH": str(Path(workbench.__file__).resolve().parent.parent)}
+            if gpu is not None:
+                env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+            subprocess.run([sys.executable, "-m", "workbench.gpu.prepare", str(cache_dir),
+                            "gpu" if gpu is not None else "cpu"], env=env, timeout=900,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _prepared.add(key)
+
+
+def _pch_ready() -> bool:
+    spec = importlib.util.find_spec("torch")
+    if not spec or not spec.submodule_search_locations:
+        return True  # no torch here: nothing to prepare
+    head = Path(spec.submodule_search_locations[0]) / "include" / "torch"
+    return (head / "extension.h.gch").exists() and (head / "extension.h.sign").exists()
+
+
+def _ceilings_ready(cache_dir: Path) -> bool:
+    try:
+        table = json.loads((cache_dir / "ceilings.json").read_text())
+    except (OSError, ValueError):
+        return False
+    names = {g.name for g in cuda_env.list_gpus()}
+    return all(any(k.startswith(f"{n}|") for k in table) for n in names)
