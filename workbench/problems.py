@@ -14,6 +14,7 @@ import types
 from dataclasses import dataclass, field
 from pathlib import Path
 
+VARIANTS = ("default", "scaled", "shifted")  # input variants a problem may allow (INPUT_VARIANTS)
 DEFAULT_TOLERANCE = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 1e-2, "float64": 1e-7}
 FAMILIES = ("activation", "reduction", "normalization", "pooling", "matmul", "convolution",
             "loss", "scan", "fused")
@@ -90,6 +91,9 @@ def exec_source(source: str, filename: str, module_name: str = "problem") -> typ
     module.__file__ = filename
     try:
         exec(code, module.__dict__)
+    except ModuleNotFoundError as e:
+        raise ProblemError(f"{filename}: needs the Python package `{e.name}`, which is not "
+                           f"installed here (pip install {e.name})") from None
     except Exception as e:  # noqa: BLE001 - any failure in user code becomes one line
         raise ProblemError(f"{filename}: importing failed: {_one_line(e)}") from None
     return module
@@ -113,10 +117,99 @@ def _nbytes(tensors) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
+def _model_on(device: str, mod, init, filename: str):
+    import torch
+
+    with torch.device(device), torch.no_grad():
+        return _call(lambda: mod.Model(*init), "Model(*get_init_inputs())", filename)
+
+
+def _build_model(mod, init, filename: str):
+    """The model with meta parameters. Built on the meta device (no memory) unless the
+    constructor needs real values (Swin's `.item()`): then on the CPU, else the GPU, and moved
+    to meta afterwards."""
+    import torch
+
+    try:
+        return _model_on("meta", mod, init, filename)
+    except ProblemError as meta_error:
+        devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+        for device in devices:
+            try:
+                return _model_on(device, mod, init, filename).to("meta")
+            except ProblemError:
+                continue
+        raise meta_error from None
+
+
+def _recurrent_shapes(module, x, hx=None):
+    """Outputs of nn.RNN/LSTM/GRU as empty meta tensors, and their FLOPs. PyTorch's meta path
+    unrolls every time step through Python (35 s for a 512-step, 6-layer LSTM)."""
+    import torch
+
+    gates = {"LSTM": 4, "GRU": 3}.get(type(module).__name__, 1)
+    d = 2 if module.bidirectional else 1
+    h = module.hidden_size
+    h_out = getattr(module, "proj_size", 0) or h
+    if x.dim() == 2:  # unbatched (seq, features)
+        seq, batch, out_shape, state = x.shape[0], 1, (x.shape[0], d * h_out), (d * module.num_layers,)
+    elif module.batch_first:
+        batch, seq = x.shape[:2]
+        out_shape, state = (batch, seq, d * h_out), (d * module.num_layers, batch)
+    else:
+        seq, batch = x.shape[:2]
+        out_shape, state = (seq, batch, d * h_out), (d * module.num_layers, batch)
+    flops = sum(2 * seq * batch * gates * h * d *
+                ((module.input_size if layer == 0 else d * h_out) + h_out)
+                for layer in range(module.num_layers))
+
+    def empty(*shape):
+        return torch.empty(shape, device="meta", dtype=x.dtype)
+
+    h_n = empty(*state, h_out)
+    if gates == 4:
+        return (empty(*out_shape), (h_n, empty(*state, h))), flops
+    return (empty(*out_shape), h_n), flops
+
+
+def _describe(mod, filename: str) -> tuple[list, list, int]:
+    """(inputs, outputs, counted FLOPs) from shapes on the meta device: no memory, no compute.
+    Outputs are [] where an op has no meta kernel."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with torch.device("meta"), torch.no_grad():
+        init = _call(mod.get_init_inputs, "get_init_inputs()", filename)
+        inputs = _call(mod.get_inputs, "get_inputs()", filename)
+    if not isinstance(inputs, (list, tuple)) or not _tensors(inputs):
+        raise ProblemError(f"{filename}: get_inputs() must return a list holding tensors")
+    model = _build_model(mod, init, filename)
+    recurrent_flops = []
+
+    def shapes_only(module, fwd):
+        def forward(x, *args, **kwargs):
+            if not isinstance(x, torch.Tensor):
+                return fwd(x, *args, **kwargs)  # packed sequences: PyTorch's own path
+            result, flops = _recurrent_shapes(module, x, *args, **kwargs)
+            recurrent_flops.append(flops)
+            return result
+        return forward
+
+    for m in model.modules():
+        if isinstance(m, torch.nn.RNNBase):
+            m.forward = shapes_only(m, m.forward)  # this model instance is ours alone
+    counter = FlopCounterMode(display=False)
+    try:
+        with torch.device("meta"), torch.no_grad(), counter:
+            outputs = _tensors(model(*inputs))
+    except Exception:  # noqa: BLE001 - some ops have no meta kernel; shapes are then unknown
+        outputs = []
+    return list(inputs), outputs, counter.get_total_flops() + sum(recurrent_flops)
+
+
 def load_problem(name_or_path: str | Path, smoke: bool = True) -> Problem:
     """Load, validate and describe a problem. Raises ProblemError (one line) when unusable."""
     import torch
-    from torch.utils.flop_counter import FlopCounterMode
 
     path = resolve(name_or_path)
     filename = str(path)
@@ -132,22 +225,7 @@ def load_problem(name_or_path: str | Path, smoke: bool = True) -> Problem:
     if not (isinstance(mod.Model, type) and issubclass(mod.Model, torch.nn.Module)):
         raise ProblemError(f"{filename}: `Model` must be a torch.nn.Module subclass")
 
-    # Shapes, outputs and FLOPs on the meta device: no memory, no compute.
-    with torch.device("meta"), torch.no_grad():
-        init = _call(mod.get_init_inputs, "get_init_inputs()", filename)
-        inputs = _call(mod.get_inputs, "get_inputs()", filename)
-        if not isinstance(inputs, (list, tuple)) or not _tensors(inputs):
-            raise ProblemError(f"{filename}: get_inputs() must return a list holding tensors")
-        model = _call(lambda: mod.Model(*init), "Model(*get_init_inputs())", filename)
-        counter = FlopCounterMode(display=False)
-        try:
-            with counter:
-                outputs = _tensors(model(*inputs))
-        except Exception:  # noqa: BLE001 - some ops have no meta kernel; shapes are then unknown
-            outputs = []
-        counted_flops = counter.get_total_flops()
-        param_bytes = _nbytes(list(model.parameters()) + list(model.buffers()))
-
+    inputs, outputs, counted_flops = _describe(mod, filename)
     in_tensors = _tensors(inputs)
     floating = [t for t in in_tensors if t.is_floating_point()]
     dtype = getattr(mod, "DTYPE", None) or (str(floating[0].dtype).removeprefix("torch.")
@@ -158,7 +236,14 @@ def load_problem(name_or_path: str | Path, smoke: bool = True) -> Problem:
         flops = int(counted_flops)
     min_bytes = getattr(mod, "MIN_BYTES", None)
     if min_bytes is None:
-        min_bytes = _nbytes(in_tensors) + _nbytes(outputs) + param_bytes
+        # What must move whatever the kernel: inputs read once, outputs written once. Weights
+        # are left out: a kernel may fold them into something smaller when it is built.
+        min_bytes = _nbytes(in_tensors) + _nbytes(outputs)
+    variants = getattr(mod, "INPUT_VARIANTS", None)
+    if variants is not None and (not isinstance(variants, (list, tuple)) or
+                                 "default" not in variants or not set(variants) <= set(VARIANTS)):
+        raise ProblemError(f"{filename}: INPUT_VARIANTS must list \"default\" and any of "
+                           f"{', '.join(VARIANTS[1:])} (got {variants!r})")
     family = getattr(mod, "FAMILY", None) or "unknown"
 
     if smoke and hasattr(mod, "get_smoke_inputs"):
