@@ -16,7 +16,8 @@ from workbench.llm.factory import PROVIDERS
 from workbench.store_errors import MAX_ID
 
 _SEARCH_FLAGS = ("rounds", "ideas", "impls", "top_k", "repairs", "review", "budget_usd",
-                 "budget_tokens")
+                 "budget_tokens", "stop_at_roofline")
+_MINUTE_FLAGS = {"budget_minutes": "budget_wall_s", "budget_gpu_minutes": "budget_gpu_s"}
 _PROVIDER_FLAGS = ("reasoning_effort", "thinking_budget", "timeout_s", "retries", "concurrency")
 
 
@@ -162,13 +163,20 @@ def print_table(store, session_id: int) -> None:
 @click.option("--review/--no-review", default=None, help="Pause after ideation for approval.")
 @click.option("--budget-usd", type=float, help="Stop when the session has spent this much.")
 @click.option("--budget-tokens", type=int, help="Stop when the session has used this many tokens.")
+@click.option("--budget-minutes", type=click.FloatRange(min=0, min_open=True),
+              help="Stop this run after this many minutes (resume to continue).")
+@click.option("--budget-gpu-minutes", type=click.FloatRange(min=0, min_open=True),
+              help="Stop once verification has used this many GPU minutes.")
+@click.option("--stop-at-roofline", type=click.FloatRange(0, 1, min_open=True),
+              help="Finish when a kernel reaches this fraction of the roofline floor's speed.")
 @click.option("--atol", type=float, help="Absolute tolerance (default: the problem's).")
 @click.option("--rtol", type=float, help="Relative tolerance (default: the problem's).")
 @click.option("--no-gpu", is_flag=True, help="Compile and static guards only; kernels unverified.")
 @click.option("--gpu", "gpus", multiple=True, help="GPU index to use (repeat or comma-separate).")
 @click.option("--timeout", "timeout_s", type=float, help="Seconds per LLM call (default 600).")
 @click.option("--retries", type=int, help="Retries on 429/5xx/timeouts (default 4).")
-@click.option("--concurrency", type=int, help="LLM calls at once (default 4).")
+@click.option("--concurrency", type=int,
+              help="LLM calls at once (default: a round's ideas x impls, at least 4).")
 @click.option("--prices", "prices_path", type=click.Path(dir_okay=False),
               help="Price table (TOML) overriding the built-in one.")
 @click.option("--prompts", "prompts_dir", type=click.Path(file_okay=False),
@@ -186,10 +194,12 @@ def run(problem: str | None, provider: str | None, model: str | None, base_url: 
     from workbench.llm.prices import PriceError, PriceTable
     from workbench.llm.prompts import PromptError, Prompts
     from workbench.problems import ProblemError, load_problem
-    from workbench.search import (Engine, SearchError, SearchSettings, new_session,
-                                  problem_of, resume_session)
+    from workbench.search import (Engine, SearchError, SearchSettings, default_concurrency,
+                                  new_session, problem_of, resume_session)
 
     search_flags = {k: flags[k] for k in _SEARCH_FLAGS if flags[k] is not None}
+    search_flags.update({key: flags[flag] * 60 for flag, key in _MINUTE_FLAGS.items()
+                         if flags[flag] is not None})
     provider_flags = {k: flags[k] for k in _PROVIDER_FLAGS if flags[k] is not None}
     try:
         gpu_list = _gpu_list(gpus)
@@ -227,6 +237,8 @@ def run(problem: str | None, provider: str | None, model: str | None, base_url: 
         model = model or config.get("model")
         base_url = base_url or config.get("base_url")
         options = {**{k: config[k] for k in _PROVIDER_FLAGS if k in config}, **provider_flags}
+        options.setdefault("concurrency",
+                           default_concurrency(SearchSettings.from_dict(search_flags)))
     try:
         llm = make_provider(name, model, base_url, prices=prices, **options)
     except ProviderError as e:

@@ -6,7 +6,8 @@ from workbench.search.engine import Engine
 from workbench.search.policy import REPAIRABLE
 from workbench.search.queries import session_table, spent
 from workbench.search.sessions import best_kernel, new_session, problem_of, resume_session
-from workbench.search.settings import SearchError, SearchSettings
+from workbench.search.settings import SearchError, SearchSettings, default_concurrency
 
 __all__ = ["Engine", "REPAIRABLE", "SearchError", "SearchSettings", "best_kernel",
-           "new_session", "problem_of", "resume_session", "session_table", "spent"]
+           "default_concurrency", "new_session", "problem_of", "resume_session",
+           "session_table", "spent"]

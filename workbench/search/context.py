@@ -47,3 +47,29 @@ def history(store: Store, session_id: int, limit: int) -> tuple[str, str]:
     untried = [k for k in KINDS if k not in tried]
     return ("\n".join(lines) or "None yet."), (", ".join(untried) or
                                                "none left (all kinds tried: choose freely)")
+
+
+# What makes implementation i of an idea differ from its siblings: one strategy each, so the
+# M branches explore M ways to realise the idea rather than M samples of the same one.
+VARIANTS = (
+    "Write the most direct implementation of the idea.",
+    "Choose a different work decomposition from the obvious one: another tile size or number "
+    "of elements per thread, and another block size.",
+    "Favour memory-level parallelism: vectorised loads and stores, several independent "
+    "elements in flight per thread, fewer and fuller blocks.",
+    "Favour occupancy and latency hiding: little state per thread, registers kept low, many "
+    "resident warps.",
+    "Restructure the launch: a grid-stride or persistent-block loop, or one warp (instead of "
+    "one thread or one block) per unit of work.",
+    "Move data through shared memory (or registers) in a different staging order from the "
+    "direct version, e.g. transposed or double-buffered tiles.",
+)
+
+
+def variant(slot: int, of: int) -> str:
+    """The instruction for implementation `slot` (0-based) of `of` of the same idea."""
+    if of <= 1:
+        return ""
+    return (f"This is implementation {slot + 1} of {of} of this idea, each written "
+            f"independently; make yours differ from the others this way: "
+            f"{VARIANTS[slot % len(VARIANTS)]}")

@@ -11,11 +11,11 @@ next is policy.py; the pieces of work are pipelines.py; LLM calls are calls.py.
 """
 from __future__ import annotations
 
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from workbench import events, session_lock
 from workbench.gpu.executor import Executor
@@ -23,6 +23,7 @@ from workbench.llm.base import Provider
 from workbench.llm.prompts import PromptError, Prompts
 from workbench.search import policy, queries
 from workbench.search.calls import LLMCalls, RunControl
+from workbench.search.flow import Flow
 from workbench.search.pipelines import Pipelines
 from workbench.search.sessions import problem_of
 from workbench.search.settings import SearchError, SearchSettings, Stop
@@ -57,6 +58,8 @@ class Engine(Pipelines):
         self._active = 0              # public pieces of work running now
         self.calls = LLMCalls(store, session_id, provider, self.prompts, self.control,
                               self._emit, lambda: self.settings)
+        self._run_started = time.monotonic()
+        self._gpu_s = queries.verifier_gpu_seconds(store, session_id)
 
     # -- what next -----------------------------------------------------------------------------
     def pending_review(self) -> list[int]:
@@ -71,6 +74,8 @@ class Engine(Pipelines):
     def step(self) -> bool:
         """Do the next piece of work; False when finished, stopped or waiting for review."""
         if not self._begin():
+            return False
+        if self.check_limits():
             return False
         action = self.next_action()
         if action in ("stopped", "finished"):
@@ -110,7 +115,8 @@ class Engine(Pipelines):
         return self._work(lambda: self._repair(kernel_ids), [])
 
     def run(self, review: Callable[[list[int]], None] | None = None) -> str:
-        """Step until finished or stopped; `review(idea_ids)` decides pending ideas when given.
+        """Run the session as a pipeline (flow.py) until finished or stopped; `review(idea_ids)`
+        decides pending ideas when given.
 
         Returns the final next_action(): finished, stopped, or review (ideas still waiting).
         """
@@ -118,16 +124,38 @@ class Engine(Pipelines):
             return self._run(review)
 
     def _run(self, review: Callable[[list[int]], None] | None) -> str:
+        self._run_started = time.monotonic()
         while True:
-            if self.step():
-                continue
+            self._work(lambda: Flow(self).run(), None)
             action = self.next_action()
             if action == "review" and review is not None and not self.control.cancel.is_set():
                 review(self.pending_review())
                 if self.pending_review():
                     return "review"
                 continue
-            return action
+            if action in ("stopped", "finished", "review"):
+                return action
+            if action == "done":
+                self._finish()
+                return "finished"
+            if not self.step():   # work the flow could not start: the phase-wise way
+                return self.next_action()
+
+    def check_limits(self) -> bool:
+        """Stop on a wall-clock or GPU-time budget, finish on the roofline goal: True then."""
+        goal = policy.goal_reached(self.store, self.session_id, self.settings)
+        if goal:
+            self._finish(goal)
+            self.control.fail_soon(goal)
+            return True
+        with self._lock:
+            gpu_s = self._gpu_s
+        limit = policy.limit_reached(self.settings, time.monotonic() - self._run_started, gpu_s)
+        if limit:
+            self.control.fail_soon(limit)
+            self._stop(limit)
+            return True
+        return False
 
     def cancel(self, reason: str = "cancelled") -> None:
         """Stop soon, from any thread: the session is marked stopped now, no new LLM calls or
@@ -206,9 +234,13 @@ class Engine(Pipelines):
         if stopped:
             self._emit(events.SessionStopped(self.session_id, reason))
 
-    def _finish(self) -> None:
-        queries.finish_session(self.store, self.session_id)
-        self._emit(events.SessionStopped(self.session_id, "finished"))
+    def _finish(self, reason: str = "finished") -> None:
+        queries.finish_session(self.store, self.session_id, reason)
+        self._emit(events.SessionStopped(self.session_id, reason))
+
+    def _count_gpu(self, verdict: dict) -> None:
+        with self._lock:
+            self._gpu_s += queries.gpu_seconds(verdict)
 
     def _emit(self, event: object) -> None:
         self.on_event(event)

@@ -38,6 +38,7 @@ class Pipelines:
     _futures: dict[int, Future]
     _emit: Callable[[object], None]
     _parallel: Callable[[Callable, list[tuple]], list]
+    _count_gpu: Callable[[dict], None]
 
     # -- ideation ------------------------------------------------------------------------------
     def _choose_seeds(self, n: int) -> list[int | None]:
@@ -49,26 +50,37 @@ class Pipelines:
     def _ideate(self) -> int:
         latest = queries.latest_round(self.store, self.session_id)
         if latest is None or not policy.seeds_to_ideate(self.store, latest):
-            n = 0 if latest is None else latest["n"] + 1
-            choice = self._seed_choice(n)
-            seeds = [s["kernel_id"] for s in choice]
-            round_id = queries.start_round(self.store, self.session_id, n, seeds,
-                                           latest["id"] if latest else None, choice)
-            self._emit(events.RoundStarted(self.session_id, round_id, n))
-            for s in choice:
-                name = "reference" if s["kernel_id"] is None else f"kernel {s['kernel_id']}"
-                cell = f" [{s['cell']}]" if s["cell"] else ""
-                self._emit(events.Progress(f"round {n} seed: {name}{cell}: {s['reason']}"))
-            latest = self.store.get("rounds", round_id)
+            latest = self._start_round(latest)
         round_id = latest["id"]
-        self._parallel(self._ideate_seed,
-                       [(round_id, s) for s in policy.seeds_to_ideate(self.store, latest)])
+        # One seed after another, so each ideation sees the ideas the round's other seeds got.
+        for seed_id in policy.seeds_to_ideate(self.store, latest):
+            self.control.check()
+            self._ideate_seed(round_id, seed_id)
+        self._ideation_done(round_id)
+        return round_id
+
+    def _start_round(self, latest: dict | None) -> dict:
+        """Open the round after `latest` (round 0 when None), seeded from the archive."""
+        n = 0 if latest is None else latest["n"] + 1
+        choice = self._seed_choice(n)
+        seeds = [s["kernel_id"] for s in choice]
+        round_id = queries.start_round(self.store, self.session_id, n, seeds,
+                                       latest["id"] if latest else None, choice)
+        self._emit(events.RoundStarted(self.session_id, round_id, n))
+        for s in choice:
+            name = "reference" if s["kernel_id"] is None else f"kernel {s['kernel_id']}"
+            cell = f" [{s['cell']}]" if s["cell"] else ""
+            self._emit(events.Progress(f"round {n} seed: {name}{cell}: {s['reason']}"))
+        return self.store.get("rounds", round_id)
+
+    def _ideation_done(self, round_id: int) -> None:
+        """After each ideation: once every seed of the round has its ideas, implementation
+        (or the human's review) comes next."""
         if not policy.seeds_to_ideate(self.store, self.store.get("rounds", round_id)):
             self.store.update("rounds", round_id, status="implementing")
             pending = policy.pending_review(self.store, self.session_id, self.settings)
             if pending:
                 self._emit(events.ReviewNeeded(round_id, pending))
-        return round_id
 
     def _ideate_seed(self, round_id: int, seed_id: int | None) -> None:
         history, untried = context.history(self.store, self.session_id,
@@ -109,31 +121,40 @@ class Pipelines:
 
     # -- implementation --------------------------------------------------------------------------
     def _implement(self, round_id: int | None = None) -> list[int]:
-        jobs = [(idea, slot)
+        jobs = [(idea, self.settings.impls - missing + j)
                 for idea, missing in policy.implementable(self.store, self.session_id,
                                                           self.settings)
                 if round_id is None or idea["round_id"] == round_id
-                for slot in range(missing)]
+                for j in range(missing)]
         results = self._parallel(self._implement_one, jobs)
+        self._mark_implemented(round_id)
+        return [kid for chain in results for kid in chain]
+
+    def _mark_implemented(self, round_id: int | None) -> None:
+        """Ideas with all M implementations written are 'implemented'."""
         with self.store.transaction():
             for idea in queries.round_ideas_with_impl_counts(self.store, self.session_id,
                                                              round_id):
                 if (self.settings.impls - idea["done"] <= 0
                         and idea["status"] in ("approved", "edited", "proposed")):
                     self.store.set_idea_status(idea["id"], "implemented")
-        return [kid for chain in results for kid in chain]
 
-    def _implement_one(self, idea: dict, _slot: int) -> list[int]:
+    def _implement_one(self, idea: dict, slot: int) -> list[int]:
+        kernel_id = self._implement_call(idea, slot)
+        return self._verify_and_repair(kernel_id) if kernel_id else []
+
+    def _implement_call(self, idea: dict, slot: int) -> int | None:
+        """Ask for implementation `slot` (0-based) of an idea and store it; not verified yet."""
         prompt = self.prompts.render(
             "implement", problem_name=self.problem.name, dtype=self.problem.dtype,
             problem_source=self.problem.source.rstrip(),
             seed=context.seed_text(self.store, self.problem_id, idea["seed_kernel_id"]),
             idea=idea["text"], kind=idea["kind"] or "unspecified",
+            variant=context.variant(slot, self.settings.impls),
             conventions=self._conventions())
         completion = self.calls.ask("implement", prompt, idea["round_id"], idea_id=idea["id"])
-        kernel_id = self._store_kernel("implement", prompt, completion, idea,
-                                       parent_id=idea["seed_kernel_id"], attempt=0)
-        return self._verify_and_repair(kernel_id) if kernel_id else []
+        return self._store_kernel("implement", prompt, completion, idea,
+                                  parent_id=idea["seed_kernel_id"], attempt=0)
 
     def _conventions(self) -> str:
         return self.prompts.render("conventions", dtype=self.problem.dtype).rstrip()
@@ -246,6 +267,7 @@ class Pipelines:
                         from None
                 verdict = {**empty_verdict(verdict.get("status", "crashed")), **verdict}
                 record(self.store, kid, verdict)
+                self._count_gpu(verdict)
                 self._emit(events.VerdictReady(kid, verdict["status"],
                                                verdict.get("speedup_eager")))
                 verdicts.append(verdict)

@@ -97,3 +97,26 @@ def check_budget(settings: SearchSettings, tokens: int, dollars: float) -> None:
     if settings.budget_usd is not None and dollars >= settings.budget_usd:
         raise Stop(f"budget reached: ${dollars:.2f} of ${settings.budget_usd:.2f} spent "
                    f"(resume with a larger --budget-usd)")
+
+
+def limit_reached(settings: SearchSettings, run_s: float, gpu_s: float) -> str | None:
+    """Why a wall-clock or GPU-time budget stops the session now, or None."""
+    if settings.budget_wall_s is not None and run_s >= settings.budget_wall_s:
+        return (f"budget reached: this run took {run_s / 60:.1f} of "
+                f"{settings.budget_wall_s / 60:g} minutes (resume to continue)")
+    if settings.budget_gpu_s is not None and gpu_s >= settings.budget_gpu_s:
+        return (f"budget reached: verification used {gpu_s / 60:.1f} of "
+                f"{settings.budget_gpu_s / 60:g} GPU minutes (resume with a larger "
+                "--budget-gpu-minutes)")
+    return None
+
+
+def goal_reached(store: Store, session_id: int, settings: SearchSettings) -> str | None:
+    """Why the session is done early: a kernel reached the set fraction of the roofline."""
+    if settings.stop_at_roofline is None:
+        return None
+    best = queries.best_roofline_fraction(store, session_id)
+    if best and best[1] >= settings.stop_at_roofline:
+        return (f"finished early: kernel {best[0]} runs at {100 * best[1]:.0f}% of the "
+                f"roofline floor's speed (goal {100 * settings.stop_at_roofline:.0f}%)")
+    return None

@@ -162,6 +162,32 @@ def seeded_kernels(store: Store, session_id: int) -> set[int]:
             for s in round_seeds(r) if s is not None}
 
 
+def best_roofline_fraction(store: Store, session_id: int) -> tuple[int, float] | None:
+    """(kernel, floor_ms / time_ms) of the session's kernel closest to the roofline floor,
+    among kernels that may seed and were timed on a GPU."""
+    row = next(store.db.query(
+        f"select k.id, e.floor_ms / e.time_ms as fraction from kernels k {LATEST} "
+        f"where k.session_id = ? and k.pruned = 0 and {_eligible_sql(False)} "
+        "and e.floor_ms > 0 and e.time_ms > 0 order by fraction desc limit 1", [session_id]),
+        None)
+    return (row["id"], row["fraction"]) if row else None
+
+
+def verifier_gpu_seconds(store: Store, session_id: int) -> float:
+    """GPU time the session's verdicts report (the sum of their phases)."""
+    total = 0.0
+    for row in store.db.query(
+            "select e.verdict from evaluations e join kernels k on k.id = e.kernel_id "
+            "where k.session_id = ?", [session_id]):
+        total += gpu_seconds(json.loads(row["verdict"] or "{}"))
+    return total
+
+
+def gpu_seconds(verdict: dict) -> float:
+    return float(sum(v for v in (verdict.get("phase_s") or {}).values()
+                     if isinstance(v, (int, float))))
+
+
 def session_table(store: Store, session_id: int) -> list[dict]:
     """One row per kernel: round, idea, kernel, status, time_ms, speedup_eager."""
     return _q(
@@ -201,12 +227,12 @@ def idea_outcomes(store: Store, session_id: int) -> list[dict]:
         "order by i.id", [session_id])
 
 
-def finish_session(store: Store, session_id: int) -> None:
+def finish_session(store: Store, session_id: int, reason: str = "finished") -> None:
     """Close every open round and mark the session finished, together."""
     with store.transaction():
         store.db.execute("update rounds set status = 'done', ended_at = ? where "
                          "session_id = ? and status != 'done'", [now(), session_id])
-        store.update("sessions", session_id, status="finished", stop_reason="finished",
+        store.update("sessions", session_id, status="finished", stop_reason=reason,
                      ended_at=now())
 
 

@@ -25,6 +25,10 @@ class SearchSettings:
     budget_usd: float | None = None
     budget_tokens: int | None = None
     history_limit: int = 40       # past ideas shown to ideation
+    budget_wall_s: float | None = None     # stop a run after this long (a resumed run: again)
+    budget_gpu_s: float | None = None      # stop once verification used this much GPU time
+    stop_at_roofline: float | None = None  # finish when a kernel reaches this fraction of
+    #                                        the roofline floor's speed (e.g. 0.8)
     eval: EvalSettings = field(default_factory=EvalSettings)
 
     def to_dict(self) -> dict:
@@ -37,3 +41,8 @@ class SearchSettings:
         return cls(**{k: v for k, v in data.items() if k in known},
                    eval=EvalSettings(**{k: v for k, v in (data.get("eval") or {}).items()
                                         if k in eval_known}))
+
+
+def default_concurrency(settings: SearchSettings) -> int:
+    """LLM calls at once when the user sets none: a whole round's N x M implementations."""
+    return max(4, settings.ideas * settings.impls)

@@ -47,9 +47,16 @@ def one_line(error: BaseException) -> str:
 
 
 def default_provider(session: dict):
-    from workbench.llm import make_provider
+    import json
 
-    return make_provider(session["provider"], session["model"], session.get("base_url"))
+    from workbench.llm import make_provider
+    from workbench.search import SearchSettings, default_concurrency
+
+    settings = json.loads(session.get("settings") or "{}")
+    concurrency = (settings.get("provider_options") or {}).get("concurrency") or \
+        default_concurrency(SearchSettings.from_dict(settings))
+    return make_provider(session["provider"], session["model"], session.get("base_url"),
+                         concurrency=concurrency)
 
 
 def default_executor() -> Executor:
