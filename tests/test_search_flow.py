@@ -90,8 +90,9 @@ def test_gpu_time_budget_stops_and_roofline_goal_finishes(env):
     server.responder = Script({"Use float4 vectorized loads and stores.": ["correct 9.0"]})
 
     class Timed(FakeExecutor):
-        def _verdict(self, request):
-            return {**super()._verdict(request), "phase_s": {"timing": 4.0, "warmup": 1.0}}
+        def _verdict(self, request, *rest):
+            return {**super()._verdict(request, *rest),
+                    "phase_s": {"timing": 4.0, "warmup": 1.0}}
 
     sid, engine = session(store, problem, server, Timed(), rounds=3, ideas=3, impls=2,
                           budget_gpu_s=9.0)
