@@ -11,6 +11,7 @@ from textual.widgets import OptionList, TextArea
 from tui_support import small_db, wait_for
 from workbench.store import Store
 from workbench.tui import queries
+from workbench.tui import picker as picker_module
 from workbench.tui.app import WorkbenchApp
 
 
@@ -18,6 +19,8 @@ from workbench.tui.app import WorkbenchApp
 def isolated_config(monkeypatch):
     # A fixed path (the help screen shows it); nothing is read from it unless a test writes.
     monkeypatch.setenv("XDG_CONFIG_HOME", "/nonexistent/config")
+    # The same picture on a GPU box and off one: "no GPU" starts ticked.
+    monkeypatch.setattr(picker_module, "gpu_expected", lambda: False)
 
 
 @pytest.fixture

@@ -36,6 +36,21 @@ async def wait_for(pilot, condition, timeout: float = 15.0, what: str = "conditi
         await asyncio.sleep(0)
 
 
+async def select(pilot, app, path) -> None:
+    """Move the tree cursor to the end of `path` (the app's own start-up reveal may race)."""
+    tree = app.main_screen.kernel_tree
+    await wait_for(pilot, lambda: app.started, timeout=5, what="start-up")
+
+    def there() -> bool:
+        node = tree.cursor_node
+        if node is not None and node.data.key == path[-1]:
+            return True
+        assert tree.reveal(path), path
+        return False
+
+    await wait_for(pilot, there, timeout=5, what=f"the cursor on {path[-1]}")
+
+
 def labels(app) -> list[str]:
     """Plain text of every node label currently in the tree."""
     tree = app.main_screen.kernel_tree
@@ -48,3 +63,7 @@ def labels(app) -> list[str]:
 
     walk(tree.root)
     return found
+
+
+def status_line(app) -> str:
+    return app.main_screen.query_one("#status").content.plain

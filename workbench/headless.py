@@ -127,7 +127,7 @@ def terminal_review(store, idea_ids: list[int]) -> None:
 
 
 def print_table(store, session_id: int) -> None:
-    from workbench.search import best_kernel, session_table
+    from workbench.search import session_table
 
     rows = session_table(store, session_id)
     click.echo(f"\n{'round':>5} {'idea':>5} {'kernel':>6}  {'status':<14} {'time ms':>10} "
@@ -139,12 +139,14 @@ def print_table(store, session_id: int) -> None:
         rnd = "-" if r["round"] is None else r["round"]
         idea = "-" if r["idea"] is None else r["idea"]
         click.echo(f"{rnd:>5} {idea:>5} {r['kernel']:>6}  {status:<14} {time_ms:>10} {speed:>8}")
-    best = best_kernel(store, session_id)
+    best = store.best_kernel(session_id)
     if best:
         speed = f" ({best['speedup_eager']:.2f}x vs eager)" if best["speedup_eager"] else ""
         click.echo(f"best kernel: {best['id']}{speed}")
     else:
-        click.echo("best kernel: none passed yet")
+        click.echo("best kernel: none verified correct"
+                   + (" (compiled without a GPU: nothing was checked)"
+                      if any(r["status"] == "unverified" for r in rows) else ""))
 
 
 @click.command("run")

@@ -64,7 +64,7 @@ def _kernel_summary(row: dict) -> dict:
 def session_summary(store: Store, session: dict) -> dict:
     problem = store.get("problems", session["problem_id"])
     kernels = store.session_kernels(session["id"])
-    best, per_round = None, {}
+    per_round: dict[int, dict] = {}
     for n in sorted({r["n"] for r in store.rows("rounds", "session_id = ?", [session["id"]])}):
         per_round[n] = {"round": n, "kernels": 0, "correct": 0, "best": None}
     for row in kernels:
@@ -76,8 +76,8 @@ def session_summary(store: Store, session: dict) -> dict:
         entry["correct"] += 1
         if _better(entry["best"], row):
             entry["best"] = row
-        if _better(best, row):
-            best = row
+    chosen = store.best_kernel(session["id"])
+    best = next((row for row in kernels if chosen and row["id"] == chosen["id"]), None)
     rounds, running = [], None
     for n in sorted(per_round):
         entry = per_round[n]

@@ -388,6 +388,21 @@ class Store:
             "join rounds r on r.id = i.round_id where k.id = ?", [kernel_id]), None)
         return row["n"] if row else None
 
+    def best_kernel(self, session_id: int) -> dict[str, Any] | None:
+        """The session's best kernel: the one definition `run`, `report` and the app show.
+
+        The highest speedup over eager (then the lowest time, then the oldest) among kernels
+        whose latest verdict is correct, or flagged and cleared by a person; never a pruned
+        kernel, nor an unverified one (compiled without a GPU: nothing was checked).
+        """
+        return next(self.db.query(
+            "select k.id, e.status, e.time_ms, e.speedup_eager from kernels k "
+            "join evaluations e on e.id = (select max(id) from evaluations where kernel_id = k.id) "
+            "where k.session_id = ? and k.pruned = 0 and (e.status = 'correct' or "
+            "(e.status = 'flagged' and k.cleared = 1)) "
+            "order by coalesce(e.speedup_eager, 0) desc, e.time_ms is null, e.time_ms, k.id "
+            "limit 1", [session_id]), None)
+
     def session_kernels(self, session_id: int) -> list[dict[str, Any]]:
         """A session's kernels with their round number and latest evaluation's figures."""
         return list(self.db.query(

@@ -40,7 +40,5 @@ def problem_of(store: Store, session_id: int) -> Problem:
 
 
 def best_kernel(store: Store, session_id: int) -> dict | None:
-    """The fastest kernel that may seed (correct, or flagged and cleared), or None."""
-    no_gpu = SearchSettings.from_dict(store.settings(session_id)).eval.no_gpu
-    found = queries.fastest_eligible(store, session_id, no_gpu, 1)
-    return found[0] if found else None
+    """The session's best kernel (Store.best_kernel: one definition everywhere), or None."""
+    return store.best_kernel(session_id)

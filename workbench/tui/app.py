@@ -20,7 +20,7 @@ from workbench.tui.commands import WorkbenchCommands
 from workbench.tui.config import Config, config_dir, load_config
 from workbench.tui.engine_bridge import EngineBridge, EngineEvent, WorkFinished, one_line
 from workbench.tui.main_screen import MainScreen
-from workbench.tui.modals import HelpScreen
+from workbench.tui.modals import ConfirmScreen, HelpScreen
 from workbench.tui.picker import ProblemPicker, SessionRequest
 
 
@@ -31,6 +31,8 @@ class WorkbenchApp(App):
     BINDINGS = [
         Binding("q", "quit", "Quit", id="quit"),
         Binding("question_mark,f1", "help", "Help", id="help"),
+        Binding("ctrl+p", "command_palette", "Palette", id="palette",
+                tooltip="Every action by name, with its key"),
         Binding("T", "next_theme", "Theme", id="theme", tooltip="Cycle through the themes"),
     ]
 
@@ -46,6 +48,7 @@ class WorkbenchApp(App):
         self.bridge = EngineBridge(store, self.post_message, provider_factory, executor_factory)
         self.main_screen = MainScreen(store, self.bridge)
         self.started = False  # the start-up selection (or the picker) has been made
+        self._pending_request: SessionRequest | None = None
 
     def on_mount(self) -> None:
         for theme in self.config.themes:
@@ -113,7 +116,11 @@ class WorkbenchApp(App):
 
     def on_work_finished(self, message: WorkFinished) -> None:
         result = message.result
-        if message.label == "new session" and message.error is None:
+        if message.label == "new session" and message.error is not None:
+            # Nothing typed is lost: the picker comes back as it was, saying what failed.
+            self.open_picker(previous=self._pending_request, message=message.error)
+            return
+        if message.label == "new session":
             self.main_screen.reveal_session(result)
             self.notify(f"session {result} started: n asks the LLM for ideas, g runs a "
                         "whole round")
@@ -123,11 +130,8 @@ class WorkbenchApp(App):
         self.main_screen.work_finished(message.session_id, message.label, message.error)
 
     # -- actions -------------------------------------------------------------------------------
-    def action_new_session(self, problem_id: int | None = None, selected: str | None = None,
-                           ) -> None:
-        if selected is None and problem_id is not None:
-            row = self.store.rows("problems", "id = ?", [problem_id])
-            selected = row[0]["name"] if row else None
+    def _llm_defaults(self) -> dict:
+        """Provider, model and base URL to offer: the latest session's, else the config's."""
         try:
             from workbench.llm import load_config as llm_config
 
@@ -135,25 +139,46 @@ class WorkbenchApp(App):
         except ProviderError as e:
             self.notify(str(e), severity="warning")
             llm = {}
-        self.push_screen(ProblemPicker(llm, selected), self._start_session)
+        latest = queries.latest_session(self.store)
+        if latest and latest["provider"]:
+            llm = {"provider": latest["provider"], "model": latest["model"],
+                   "base_url": latest["base_url"]}
+        return llm
+
+    def action_new_session(self, problem_id: int | None = None, selected: str | None = None,
+                           ) -> None:
+        if selected is None and problem_id is not None:
+            row = self.store.rows("problems", "id = ?", [problem_id])
+            selected = row[0]["name"] if row else None
+        self.open_picker(selected=selected)
+
+    def open_picker(self, selected: str | None = None, previous: SessionRequest | None = None,
+                    message: str | None = None) -> None:
+        factory = self.bridge.provider_factory
+
+        def check_llm(request: SessionRequest) -> None:
+            # A missing key or a bad provider is refused in the picker, before torch loads.
+            factory({"provider": request.provider or None, "model": request.model or None,
+                     "base_url": request.base_url})
+
+        self.push_screen(ProblemPicker(self._llm_defaults(), selected, previous, message,
+                                       check_llm), self._start_session)
 
     def _start_session(self, request: SessionRequest | None) -> None:
         if request is None:
             return
-        store, factory = self.store, self.bridge.provider_factory
+        store = self.store
 
         def start() -> int:
             from workbench.problems import load_problem
             from workbench.search import new_session
 
-            # Check the provider first: a missing key is one line, before torch loads.
-            factory({"provider": request.provider or None, "model": request.model or None,
-                     "base_url": request.base_url})
             problem = load_problem(request.problem)
             return new_session(store, problem, request.provider, request.model,
                                request.base_url, request.settings)
 
         self.notify(f"starting a session on {request.problem}…", timeout=3)
+        self._pending_request = request
         self.run_in_thread("new session", start, None)
 
     def key_for(self, binding: Binding) -> str:
@@ -178,6 +203,20 @@ class WorkbenchApp(App):
         if self.main_screen.is_mounted:
             self.main_screen.show_selection(source=True)
 
-    async def action_quit(self) -> None:
-        self.bridge.shutdown()
-        self.exit()
+    def action_quit(self) -> None:
+        """Quit; with work in flight, ask first (that work is lost or must be redone)."""
+        screen = self.main_screen
+        if not (screen.busy or screen.in_flight):
+            self._quit(True)
+            return
+        work = ", ".join(screen.busy.values()) or "verification"
+        text = (f"In flight: {work}; {len(screen.in_flight)} kernel(s) being compiled or "
+                "timed.\nQuitting stops them: they get no verdict, and R (or --resume) "
+                "verifies them next time. Answers of LLM calls in flight are lost.")
+        self.push_screen(ConfirmScreen("Quit while work is running?", text, "Quit", "Stay"),
+                         self._quit)
+
+    def _quit(self, go: bool | None) -> None:
+        if go:
+            self.bridge.shutdown()
+            self.exit()

@@ -66,7 +66,7 @@ class BenchTable(DataTable):
             # The 95% CI as ± half its width, relative to the median: compact, comparable.
             ci_rel = (50 * (hi - lo) / time_ms if lo is not None and hi is not None and time_ms
                       else None)
-            status = row.get("status") or ("running" if state == "compiling" else "pending")
+            status = glyphs.status_text(row, state)
             key = str(row["id"])
             self._values[key] = {"kernel": row["id"], "status": status, "ms": time_ms,
                                  "ci95": ci_rel, "eager": row.get("speedup_eager"),

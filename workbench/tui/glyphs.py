@@ -50,6 +50,14 @@ def kernel_state(row: dict, in_flight: set[int], best_id: int | None) -> str:
     return status if status in KERNEL_STATES else "incorrect"
 
 
+def status_text(row: dict, state: str) -> str:
+    """The word for a kernel's status; tree and table say the same: work in flight beats a
+    stored verdict (a kernel being verified again is running, not still crashed)."""
+    if state == "compiling":
+        return "running"
+    return (row.get("status") or "pending").replace("_", " ")
+
+
 def speedup(value: float | None) -> str:
     return "" if value is None else f"{value:.2f}x"
 
@@ -61,11 +69,11 @@ def kernel_label(row: dict, in_flight: set[int], best_id: int | None) -> Text:
     if row.get("pinned"):
         label.append(" ")
         label.append(*PIN)
-    detail = (speedup(row.get("speedup_eager")) if row.get("speedup_eager") is not None
-              else (row.get("status") or "").replace("_", " "))
-    if state == "compiling":
-        detail = "running"
-    elif state == "duplicate":
+    detail = (speedup(row.get("speedup_eager"))
+              if row.get("speedup_eager") is not None and state != "compiling"
+              else status_text(row, state) if row.get("status") or state == "compiling"
+              else "")
+    if state == "duplicate":
         detail = f"same as k{row['duplicate_of']}"
     if detail:
         label.append(f" {detail}", style if state != "correct" else "")
@@ -86,10 +94,11 @@ def idea_label(row: dict, width: int = 40) -> Text:
     return label
 
 
-def round_label(row: dict) -> Text:
+def round_label(row: dict, state: str = "") -> Text:
+    """`state`: what the round is doing now (ideating, implementing), or "" when idle."""
     label = Text(f"round {row['n']}")
-    if row.get("status") and row["status"] != "done":
-        label.append(f" {row['status']}", "italic cyan")
+    if state:
+        label.append(f" {state}", "italic cyan")
     if row.get("best") is not None:
         label.append(f" best {row['best']:.2f}x", "green")
     return label

@@ -1,4 +1,4 @@
-"""Modal screens: edit or write an idea, choose an export directory, search, help."""
+"""Modal screens: edit or write an idea, choose an export directory, search, help, confirm."""
 from __future__ import annotations
 
 from rich.text import Text
@@ -6,11 +6,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Checkbox, Input, Label, OptionList, Static, TextArea
+from textual.widgets import Button, Input, Label, OptionList, Static, TextArea
 from textual.widgets.option_list import Option
 
 from workbench.store import Store
 from workbench.tui import glyphs, queries
+from workbench.tui.tick_box import TickBox
 
 
 class IdeaEditor(ModalScreen[str | None]):
@@ -50,9 +51,11 @@ class IdeaEditor(ModalScreen[str | None]):
 
 
 class ExportPrompt(ModalScreen[tuple[str, bool] | None]):
-    """Returns (directory, allow_unverified), or None when cancelled."""
+    """Returns (directory, allow_unverified), or None when cancelled. Enter exports from
+    anywhere in the dialog (space ticks the box), except on Cancel."""
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel", id="export.cancel")]
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="export.cancel"),
+                Binding("enter", "submit", "Export", id="export.submit", priority=True)]
 
     def __init__(self, kernel_id: int, default_dir: str) -> None:
         super().__init__()
@@ -63,20 +66,20 @@ class ExportPrompt(ModalScreen[tuple[str, bool] | None]):
         with Vertical(id="dialog"):
             yield Label(f"Export kernel {self.kernel_id} to:", id="dialog-title")
             yield Input(self.default_dir, id="export-dir")
-            yield Checkbox("export even if not verified correct", id="allow-unverified")
+            yield TickBox("export even if not verified correct", id="allow-unverified")
             with Horizontal(classes="buttons"):
                 yield Button("Export (enter)", id="export", variant="primary")
                 yield Button("Cancel (esc)", id="cancel")
 
-    def _submit(self) -> None:
+    def action_submit(self) -> None:
+        if isinstance(self.focused, Button) and self.focused.id == "cancel":
+            self.dismiss(None)
+            return
         path = self.query_one(Input).value.strip()
-        self.dismiss((path, self.query_one(Checkbox).value) if path else None)
-
-    def on_input_submitted(self) -> None:
-        self._submit()
+        self.dismiss((path, self.query_one(TickBox).value) if path else None)
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
-        self._submit() if event.button.id == "export" else self.dismiss(None)
+        self.action_submit() if event.button.id == "export" else self.dismiss(None)
 
     def action_cancel(self) -> None:
         self.dismiss(None)
@@ -167,3 +170,32 @@ class HelpScreen(ModalScreen[None]):
 
     def on_mount(self) -> None:
         self.query_one("#help-scroll").focus()
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """Ask before something that discards work: y (or Enter on the first button) goes ahead,
+    n or esc stays. Returns whether to go ahead."""
+
+    BINDINGS = [Binding("y", "answer(True)", "Yes", id="confirm.yes"),
+                Binding("n,escape", "answer(False)", "No", id="confirm.no")]
+
+    def __init__(self, title: str, text: str, yes: str, no: str) -> None:
+        super().__init__()
+        self.title_text, self.text, self.yes, self.no = title, text, yes, no
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Label(self.title_text, id="dialog-title")
+            yield Static(self.text)
+            with Horizontal(classes="buttons"):
+                yield Button(f"{self.yes} (y)", id="yes", variant="error")
+                yield Button(f"{self.no} (n)", id="no", variant="primary")
+
+    def on_mount(self) -> None:
+        self.query_one("#no", Button).focus()   # the safe answer is the default
+
+    def action_answer(self, go: bool) -> None:
+        self.dismiss(go)
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")

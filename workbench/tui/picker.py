@@ -1,8 +1,15 @@
-"""Start a session: pick a problem from the library, the LLM, and the search settings."""
+"""Start a session: pick a problem from the library, the LLM, and the search settings.
+
+Nothing typed is lost: a bad value (a number, the provider, a missing key) is refused in place,
+and the app reopens the picker as it was when the session cannot start. Type to filter the
+problem list.
+"""
 from __future__ import annotations
 
 import ast
 import math
+import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from rich.text import Text
@@ -10,12 +17,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Button, Checkbox, Input, Label, OptionList
+from textual.widgets import Button, Input, Label, OptionList
 from textual.widgets.option_list import Option
 
 from workbench.llm import PROVIDERS
 from workbench.problems import library_paths
 from workbench.search import SearchSettings
+from workbench.tui.tick_box import TickBox
 
 HINT = "a blank field takes its default (shown greyed)"
 
@@ -79,6 +87,11 @@ def library() -> list[tuple[str, str]]:
     return found
 
 
+def gpu_expected() -> bool:
+    """Whether a GPU may be here: without nvidia-smi there is no driver (doctor says so too)."""
+    return shutil.which("nvidia-smi") is not None
+
+
 def _shown(value: int | float | None) -> str:
     return "" if value is None else f"{value:g}"
 
@@ -90,84 +103,156 @@ def _placeholder(field: Field, default: int | float | None) -> str:
 
 
 class ProblemPicker(ModalScreen[SessionRequest | None]):
-    """Returns what to start, or None when dismissed."""
+    """Returns what to start, or None when dismissed. `llm` holds the provider, model and
+    base URL to offer (remembered from the last session); `previous` refills the whole form;
+    `check_llm(request)` raises ProviderError when the LLM cannot be used."""
 
     BINDINGS = [
         Binding("escape", "cancel", "Cancel", id="picker.cancel"),
         Binding("ctrl+s", "start", "Start session", id="picker.start"),
     ]
 
-    def __init__(self, llm: dict, selected: str | None = None) -> None:
+    def __init__(self, llm: dict, selected: str | None = None,
+                 previous: SessionRequest | None = None, message: str | None = None,
+                 check_llm: Callable[[SessionRequest], None] | None = None) -> None:
         super().__init__()
         self.llm = llm
-        self.selected = selected
+        self.previous = previous
+        self.selected = previous.problem if previous else selected
+        self.message = message
+        self.check_llm = check_llm
         self.problems = library()
+        if self.selected and self.selected not in {name for name, _ in self.problems}:
+            self.problems.insert(0, (self.selected, "(not in the library)"))
+        self.shown = [name for name, _ in self.problems]  # the list's names, filtered
         # Review on: in the workbench a person approves, edits or vetoes each idea.
         self.defaults = SearchSettings(review=True)
+        self.defaults.eval.no_gpu = not gpu_expected()
 
     def _default(self, field: Field) -> int | float | None:
         return getattr(self.defaults.eval if field.tolerance else self.defaults, field.key)
+
+    def _value(self, field: Field) -> str:
+        if self.previous is None:
+            return _shown(self._default(field))
+        settings = self.previous.settings
+        return _shown(getattr(settings.eval if field.tolerance else settings, field.key))
 
     def _row(self, fields: tuple[Field, ...]) -> ComposeResult:
         with Horizontal(classes="row"):
             for field in fields:
                 default = self._default(field)
                 yield Label(field.label)
-                yield Input(_shown(default), placeholder=_placeholder(field, default),
+                yield Input(self._value(field), placeholder=_placeholder(field, default),
                             id=field.key, compact=True)
 
     def compose(self) -> ComposeResult:
+        previous = self.previous
+        llm = ({"provider": previous.provider, "model": previous.model,
+                "base_url": previous.base_url} if previous else self.llm)
+        settings = previous.settings if previous else self.defaults
         with Vertical(id="dialog", classes="picker"):
             yield Label("New session: pick a problem, set the LLM and the search; ctrl+s "
                         "starts", id="dialog-title")
-            options = [Option(Text.assemble((name, "bold"), "  ", (doc, "dim")), id=name)
-                       for name, doc in self.problems]
-            yield OptionList(*options, id="problem-list")
+            with Horizontal(classes="row"):
+                yield Label("problem")
+                yield Input(placeholder="type to filter the list", id="filter", compact=True)
+            yield OptionList(*self._options(self.shown), id="problem-list")
             with Horizontal(classes="row"):
                 yield Label("provider")
-                yield Input(self.llm.get("provider") or "", placeholder="|".join(PROVIDERS),
+                yield Input(llm.get("provider") or "", placeholder="|".join(PROVIDERS),
                             id="provider", compact=True)
                 yield Label("model")
-                yield Input(self.llm.get("model") or "", id="model", compact=True)
+                yield Input(llm.get("model") or "", id="model", compact=True)
                 yield Label("base URL")
-                yield Input(self.llm.get("base_url") or "", placeholder="optional",
+                yield Input(llm.get("base_url") or "", placeholder="optional",
                             id="base-url", compact=True)
             yield from self._row(SEARCH_FIELDS)
             yield from self._row(LIMIT_FIELDS)
             with Horizontal(classes="row"):
-                yield Checkbox("review each idea", self.defaults.review, id="review",
-                               compact=True)
-                yield Checkbox("no GPU: compile + static guards only",
-                               self.defaults.eval.no_gpu, id="no-gpu", compact=True)
+                yield TickBox("review each idea", settings.review, id="review", compact=True)
+                yield TickBox("no GPU: compile + static guards only", settings.eval.no_gpu,
+                              id="no-gpu", compact=True)
             yield Label(HINT, id="picker-message", classes="hint")
             with Horizontal(classes="buttons"):
                 yield Button("Start (ctrl+s)", id="start", variant="primary", compact=True)
                 yield Button("Cancel (esc)", id="cancel", compact=True)
 
+    def _options(self, names: list[str]) -> list[Option]:
+        docs = dict(self.problems)
+        return [Option(Text.assemble((name, "bold"), "  ", (docs[name], "dim")), id=name)
+                for name in names]
+
     def on_mount(self) -> None:
         options = self.query_one("#problem-list", OptionList)
-        names = [name for name, _ in self.problems]
-        options.highlighted = names.index(self.selected) if self.selected in names else 0
+        options.highlighted = (self.shown.index(self.selected) if self.selected in self.shown
+                               else 0)
         options.focus()
+        if self.message:
+            self._refuse(self.message, None)
+
+    # -- the problem list: type to filter --------------------------------------------------------
+    def on_key(self, event) -> None:
+        options = self.query_one("#problem-list", OptionList)
+        box = self.query_one("#filter", Input)
+        if self.focused is options and event.character and event.character.isprintable() \
+                and event.character != " ":
+            # Typing on the list filters it (the filter box shows what was typed).
+            box.value += event.character
+            event.stop()
+        elif self.focused is options and event.key == "backspace" and box.value:
+            box.value = box.value[:-1]
+            event.stop()
+        elif self.focused is box and event.key in ("down", "up"):
+            options.action_cursor_down() if event.key == "down" else options.action_cursor_up()
+            event.stop()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id != "filter":
+            return
+        text = event.value.strip().lower()
+        names = [name for name, doc in self.problems
+                 if text in name.lower() or text in doc.lower()]
+        options = self.query_one("#problem-list", OptionList)
+        current = self.shown[options.highlighted] if options.highlighted is not None \
+            and options.highlighted < len(self.shown) else None
+        self.shown = names
+        options.clear_options()
+        options.add_options(self._options(names))
+        if names:
+            options.highlighted = names.index(current) if current in names else 0
 
     def on_option_list_option_selected(self) -> None:
         # Enter on a problem moves on to the LLM fields (or starts if they are filled in).
+        self._next_field()
+
+    def _next_field(self) -> None:
         provider, model = self.query_one("#provider", Input), self.query_one("#model", Input)
         if provider.value and model.value:
             self.action_start()
         else:
             (model if provider.value else provider).focus()
 
-    def on_input_submitted(self) -> None:
-        self.action_start()
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self._next_field() if event.input.id == "filter" else self.action_start()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.action_start() if event.button.id == "start" else self.dismiss(None)
 
+    def _refuse(self, text: str, box: Input | None) -> None:
+        """Say what is wrong under the form, and put the cursor where it is."""
+        self.query("Input.-invalid").remove_class("-invalid")
+        if box is not None:
+            box.add_class("-invalid")
+            box.focus()
+        message = self.query_one("#picker-message", Label)
+        message.update(text)
+        message.set_classes("error")  # Label's error variant
+
     def _settings(self) -> SearchSettings | None:
         """The form's settings, or None after saying (in place) which value is wrong."""
-        settings = SearchSettings(review=self.query_one("#review", Checkbox).value)
-        settings.eval.no_gpu = self.query_one("#no-gpu", Checkbox).value
+        settings = SearchSettings(review=self.query_one("#review", TickBox).value)
+        settings.eval.no_gpu = self.query_one("#no-gpu", TickBox).value
         self.query("Input.-invalid").remove_class("-invalid")
         for field in SEARCH_FIELDS + LIMIT_FIELDS:
             box = self.query_one(f"#{field.key}", Input)
@@ -175,28 +260,47 @@ class ProblemPicker(ModalScreen[SessionRequest | None]):
             try:
                 setattr(target, field.key, field.parse(box.value, self._default(field)))
             except ValueError as e:
-                box.add_class("-invalid")
-                box.focus()
-                message = self.query_one("#picker-message", Label)
-                message.update(str(e))
-                message.set_classes("error")  # Label's error variant
+                self._refuse(str(e), box)
                 return None
         return settings
 
+    def _provider(self) -> str | None:
+        box = self.query_one("#provider", Input)
+        name = box.value.strip()
+        if name in PROVIDERS:
+            return name
+        self._refuse(f"provider: {name!r} is not one of {', '.join(PROVIDERS)}" if name
+                     else f"provider: choose one of {', '.join(PROVIDERS)}", box)
+        return None
+
     def action_start(self) -> None:
+        from workbench.llm.errors import ProviderError
+
         options = self.query_one("#problem-list", OptionList)
-        if options.highlighted is None:
-            self.notify("pick a problem first", severity="warning")
+        if options.highlighted is None or not self.shown:
+            self._refuse("pick a problem first (the filter matches none)",
+                         self.query_one("#filter", Input))
             return
-        settings = self._settings()
+        provider = self._provider()
+        model = self.query_one("#model", Input)
+        if provider and not model.value.strip():
+            self._refuse(f"model: {provider} needs a model name", model)
+            return
+        settings = self._settings() if provider else None
         if settings is None:
             return
-        self.dismiss(SessionRequest(
-            problem=self.problems[options.highlighted][0],
-            provider=self.query_one("#provider", Input).value.strip(),
-            model=self.query_one("#model", Input).value.strip(),
+        request = SessionRequest(
+            problem=self.shown[options.highlighted], provider=provider,
+            model=model.value.strip(),
             base_url=self.query_one("#base-url", Input).value.strip() or None,
-            settings=settings))
+            settings=settings)
+        try:
+            if self.check_llm is not None:
+                self.check_llm(request)
+        except ProviderError as e:
+            self._refuse(str(e), self.query_one("#provider", Input))
+            return
+        self.dismiss(request)
 
     def action_cancel(self) -> None:
         self.dismiss(None)

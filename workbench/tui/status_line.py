@@ -1,4 +1,5 @@
-"""One line at the bottom: session, LLM cost and tokens, work in flight, latest progress."""
+"""One line at the bottom: why the last key could not act (first, so it fits), session, LLM
+cost and tokens, work in flight, latest progress."""
 from __future__ import annotations
 
 from rich.text import Text
@@ -20,8 +21,11 @@ class StatusLine(Widget):
         return self.content
 
     def show(self, session: dict | None, cost: dict, in_flight: int, busy: list[str],
-             progress: str) -> None:
+             progress: str, hint: str = "") -> None:
         line = Text(no_wrap=True, overflow="ellipsis")
+        if hint:
+            line.append(hint, "bold yellow")
+            line.append(" · ")
         if session:
             line.append(f"s{session['id']} {session['problem']}", "bold")
             line.append(f" · ${cost.get('cost_usd', 0.0):.3f}"

@@ -13,7 +13,6 @@ from textual.binding import Binding
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
-from workbench.search import best_kernel
 from workbench.store import Store
 from workbench.tui import glyphs, queries
 
@@ -36,16 +35,20 @@ class KernelTree(Tree[NodeRef]):
     """Lazy tree over the store. `in_flight` is shared with the app (kernels being evaluated)."""
 
     BINDINGS = [
-        Binding("right", "expand_or_down", "Expand", show=False, id="tree.expand"),
-        Binding("left", "collapse_or_up", "Collapse", show=False, id="tree.collapse"),
+        Binding("right,l", "expand_or_down", "Expand", show=False, id="tree.expand"),
+        Binding("left,h", "collapse_or_up", "Collapse", show=False, id="tree.collapse"),
+        Binding("j", "cursor_down", "Down", show=False, id="tree.down"),
+        Binding("k", "cursor_up", "Up", show=False, id="tree.up"),
     ]
 
-    def __init__(self, store: Store, in_flight: set[int], **kwargs) -> None:
+    def __init__(self, store: Store, in_flight: set[int], busy: dict[int, str],
+                 **kwargs) -> None:
         super().__init__("kernels.db", **kwargs)
         self.show_root = False
         self.guide_depth = 2
         self.store = store
         self.in_flight = in_flight
+        self.busy = busy  # session id -> the engine work running for it (shared with the app)
         self.hide_dropped = False  # the filter: hide vetoed ideas and pruned kernels
         self._by_key: dict[Key, TreeNode[NodeRef]] = {}
         self._best: dict[int, int | None] = {}  # session id -> best kernel id
@@ -110,7 +113,8 @@ class KernelTree(Tree[NodeRef]):
                 yield NodeRef("session", row["id"]), glyphs.session_label(row), True
         elif ref.kind == "session":
             for row in queries.rounds(store, ref.id):
-                yield NodeRef("round", row["id"], session_id=ref.id), glyphs.round_label(row), True
+                yield (NodeRef("round", row["id"], session_id=ref.id),
+                       glyphs.round_label(row, self.round_state(row)), True)
         elif ref.kind == "round":
             for row in queries.ideas(store, ref.id):
                 yield (NodeRef("idea", row["id"], session_id=ref.session_id),
@@ -124,12 +128,39 @@ class KernelTree(Tree[NodeRef]):
                        glyphs.kernel_label(row, self.in_flight, self.best_of(session_id)),
                        bool(row["edits"]))
 
+    def round_state(self, row: dict) -> str:
+        """What a round is doing: its stored phase only while its session's engine works
+        (a round left `implementing` by finished work is idle, not implementing)."""
+        if row.get("status") in (None, "done") or row["session_id"] not in self.busy:
+            return ""
+        return row["status"]
+
     # -- updates from events -----------------------------------------------------------------
+    def add_kernel(self, kernel_id: int) -> None:
+        """Show a new kernel where it belongs: under its idea, or (a repair, a hand edit)
+        under its parent kernel, which opens so the child is seen."""
+        row = queries.kernel(self.store, kernel_id)
+        if row is None:
+            return
+        if row["idea_id"] is not None:
+            self.sync("idea", row["idea_id"])
+        parent = self.node_for("kernel", row["parent_id"]) if row["parent_id"] else None
+        if parent is None or self.node_for("kernel", kernel_id) is not None:
+            return
+        parent_row = queries.kernel(self.store, row["parent_id"])
+        if row["idea_id"] not in (None, parent_row["idea_id"]):
+            return  # a later round's kernel seeded by the parent: it sits under its own idea
+        parent.allow_expand = True
+        self.relabel_kernel(row["parent_id"])
+        if parent.data.loaded:
+            self.load_children(parent)
+        if parent.parent is None or parent.parent.is_expanded:
+            parent.expand()
     def best_of(self, session_id: int | None) -> int | None:
         if session_id is None:
             return None
         if session_id not in self._best:
-            row = best_kernel(self.store, session_id)
+            row = self.store.best_kernel(session_id)
             self._best[session_id] = row["id"] if row else None
         return self._best[session_id]
 
@@ -169,14 +200,27 @@ class KernelTree(Tree[NodeRef]):
     def set_hide_dropped(self, hide: bool) -> None:
         """Filter vetoed ideas and pruned kernels out of (or back into) the loaded tree."""
         self.hide_dropped = hide
-        for node in list(self._by_key.values()):
-            ref = node.data
-            if ref and ref.kind in ("idea", "kernel") and hide and self._dropped(ref, node.label):
+        dropped = [node for node in self._by_key.values() if hide and node.data
+                   and self._dropped(node.data, node.label)]
+        ids = {id(node) for node in dropped}
+        for node in dropped:
+            # A dropped kernel under a dropped kernel (a repair of a pruned one) goes with
+            # its parent: removing it again would fail.
+            if not self._below_any(node, ids):
                 self._forget(node)
                 node.remove()
         for node in [self.root, *self._by_key.values()]:
             if node.data and node.data.loaded:
                 self.load_children(node)
+
+    @staticmethod
+    def _below_any(node: TreeNode[NodeRef], ids: set[int]) -> bool:
+        parent = node.parent
+        while parent is not None:
+            if id(parent) in ids:
+                return True
+            parent = parent.parent
+        return False
 
     def _forget(self, node: TreeNode[NodeRef]) -> None:
         for child in node.children:
