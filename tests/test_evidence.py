@@ -118,6 +118,7 @@ def test_classify_memory_bound():
     assert 0.8 < data["bandwidth_fraction"] < 0.9
     c = diagnose.classify(data)
     assert c["class"] == "memory-bound" and "84% of measured DRAM bandwidth" in c["line"]
+    assert diagnose.percent(0.003) == "0.3%" and diagnose.percent(0.5) == "50%"
 
 
 def test_classify_compute_bound_uses_the_dtype_ceiling():

@@ -336,6 +336,13 @@ class Store:
             latest[row["kind"]] = {**row, "data": json.loads(row["data"] or "{}")}
         return latest
 
+    def latest_problem_profile(self, problem_id: int, kind: str) -> dict | None:
+        """The newest profile of a kind among a problem's kernels (e.g. the GPU a run saw)."""
+        row = next(self.db.query(
+            "select p.* from profiles p join kernels k on k.id = p.kernel_id where "
+            "k.problem_id = ? and p.kind = ? order by p.id desc limit 1", [problem_id, kind]), None)
+        return {**row, "data": json.loads(row["data"] or "{}")} if row else None
+
     def lineage(self, kernel_id: int, limit: int = 8) -> list[int]:
         """The kernel and its ancestors through parent_id, nearest first."""
         return [r["id"] for r in self.db.query(

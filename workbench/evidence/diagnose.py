@@ -20,7 +20,8 @@ def runtime(verdict: dict, flops: int | None, min_bytes: int, dtype: str,
     rates = ceilings.get("flops_per_s") or {}
     flops_dtype = dtype if dtype in rates else "float32"
     seconds = t * 1e-3
-    data = {"time_ms": t, "ci95_ms": verdict.get("ci95_ms"),
+    data = {"time_ms": t, "ci95_ms": verdict.get("ci95_ms"), "device": verdict.get("device"),
+            "ceilings": ceilings,
             "ceiling_bytes_per_s": ceilings.get("bytes_per_s"),
             "ceiling_flops_per_s": rates.get(flops_dtype), "flops_dtype": flops_dtype,
             "achieved_bytes_per_s": min_bytes / seconds, "achieved_flops_per_s": None,
@@ -91,14 +92,19 @@ def classify(data: dict, ncu: dict | None = None) -> dict:
                     f"{occ_text}): latency, low parallelism or redundant memory traffic"}
 
 
+def percent(fraction: float) -> str:
+    """84%, or 0.3% where a whole percent would read as nothing."""
+    return f"{100 * fraction:.0f}%" if fraction >= 0.095 else f"{100 * fraction:.1f}%"
+
+
 def _figures(data: dict) -> str:
     parts = []
     if data.get("bandwidth_fraction") is not None:
-        parts.append(f"{100 * data['bandwidth_fraction']:.0f}% of measured DRAM bandwidth "
+        parts.append(f"{percent(data['bandwidth_fraction'])} of measured DRAM bandwidth "
                      f"({data['achieved_bytes_per_s'] / 1e12:.2f} of "
                      f"{data['ceiling_bytes_per_s'] / 1e12:.2f} TB/s, minimum bytes)")
     if data.get("flops_fraction") is not None:
-        parts.append(f"{100 * data['flops_fraction']:.0f}% of the {data['flops_dtype']} FLOP "
+        parts.append(f"{percent(data['flops_fraction'])} of the {data['flops_dtype']} FLOP "
                      f"ceiling ({data['achieved_flops_per_s'] / 1e12:.1f} of "
                      f"{data['ceiling_flops_per_s'] / 1e12:.1f} TFLOP/s)")
     return ", ".join(parts) or "no ceilings measured"

@@ -101,7 +101,8 @@ class LLMCalls:
 
     def record(self, purpose: str, prompt: str, round_id: int | None, idea_id: int | None,
                kernel_id: int | None, completion: Completion | None, error: str | None,
-               error_kind: str | None) -> int:
+               error_kind: str | None, evidence: dict | None = None) -> int:
+        """Store one call; `evidence` is what the prompt was given about its starting point."""
         c = completion
         return self.store.add_llm_call(
             session_id=self.session_id, round_id=round_id, provider=self.provider.name,
@@ -110,7 +111,8 @@ class LLMCalls:
             tokens_out=c.tokens_out if c else None,
             tokens_reasoning=c.tokens_reasoning if c else None,
             cost_usd=c.cost_usd if c else None, latency_s=c.latency_s if c else None,
-            error=error, error_kind=error_kind, idea_id=idea_id, kernel_id=kernel_id)
+            error=error, error_kind=error_kind, idea_id=idea_id, kernel_id=kernel_id,
+            evidence=evidence)
 
     def done(self, call_id: int, purpose: str, c: Completion, error: str | None) -> None:
         self.emit(events.LLMCallDone(call_id, purpose, c.tokens_in, c.tokens_out, c.cost_usd,

@@ -11,6 +11,7 @@ from concurrent.futures import CancelledError, Future
 from typing import Callable
 
 from workbench import events
+from workbench.evidence import render
 from workbench.gpu.executor import Executor
 from workbench.gpu.verdict import empty as empty_verdict
 from workbench.gpu.verifier import record, request_for
@@ -85,12 +86,15 @@ class Pipelines:
     def _ideate_seed(self, round_id: int, seed_id: int | None) -> None:
         history, untried = context.history(self.store, self.session_id,
                                            self.settings.history_limit)
+        evidence = self._evidence(seed_id)
         prompt = self.prompts.render(
             "ideate", problem_name=self.problem.name, dtype=self.problem.dtype,
             problem_source=self.problem.source.rstrip(),
             seed=context.seed_text(self.store, self.problem_id, seed_id),
             history=history, untried_kinds=untried, n=self.settings.ideas,
-            kinds="\n".join(f"- {k}: {d}" for k, d in KINDS.items()))
+            kinds="\n".join(f"- {k}: {d}" for k, d in KINDS.items()),
+            gpu=render.gpu_text(self.store, self.problem_id), evidence=evidence.text,
+            bottleneck=render.bottleneck_of(self.store, seed_id))
         completion = self.calls.ask("ideate", prompt, round_id, kernel_id=seed_id)
         ideas = parse_ideas(completion.text, limit=self.settings.ideas)
         error = None if ideas else "no ideas found in the response"
@@ -98,7 +102,7 @@ class Pipelines:
         idea_ids, echoes = [], []
         with self.store.transaction():
             call_id = self.calls.record("ideate", prompt, round_id, None, seed_id, completion,
-                                        error, None if ideas else "no_ideas")
+                                        error, None if ideas else "no_ideas", evidence.given)
             for idea in ideas:
                 # A restatement of an idea the session already has is merged into it (an
                 # echo), never implemented twice.
@@ -145,23 +149,32 @@ class Pipelines:
 
     def _implement_call(self, idea: dict, slot: int) -> int | None:
         """Ask for implementation `slot` (0-based) of an idea and store it; not verified yet."""
+        evidence = self._evidence(idea["seed_kernel_id"])
         prompt = self.prompts.render(
             "implement", problem_name=self.problem.name, dtype=self.problem.dtype,
             problem_source=self.problem.source.rstrip(),
             seed=context.seed_text(self.store, self.problem_id, idea["seed_kernel_id"]),
             idea=idea["text"], kind=idea["kind"] or "unspecified",
             variant=context.variant(slot, self.settings.impls),
-            conventions=self._conventions())
+            conventions=self._conventions(), gpu=render.gpu_text(self.store, self.problem_id),
+            evidence=evidence.text)
         completion = self.calls.ask("implement", prompt, idea["round_id"], idea_id=idea["id"])
         return self._store_kernel("implement", prompt, completion, idea,
-                                  parent_id=idea["seed_kernel_id"], attempt=0)
+                                  parent_id=idea["seed_kernel_id"], attempt=0,
+                                  evidence=evidence.given)
 
     def _conventions(self) -> str:
         return self.prompts.render("conventions", dtype=self.problem.dtype).rstrip()
 
+    def _evidence(self, kernel_id: int | None) -> render.Evidence:
+        """What the hardware showed for a prompt's starting point (none for the reference)."""
+        if kernel_id is None:
+            return render.Evidence("None yet: the starting point is the PyTorch reference.")
+        return render.kernel_text(self.store, kernel_id)
+
     def _store_kernel(self, purpose: str, prompt: str, completion: Completion, idea: dict | None,
-                      parent_id: int | None, attempt: int,
-                      repaired_id: int | None = None) -> int | None:
+                      parent_id: int | None, attempt: int, repaired_id: int | None = None,
+                      evidence: dict | None = None) -> int | None:
         """Store the call and the kernel it wrote together (or the call alone, as a failure)."""
         code = extract_code(completion.text)
         error = None if code else "no code defining ModelNew in the response"
@@ -172,7 +185,7 @@ class Pipelines:
             call_id = self.calls.record(purpose, prompt, round_id,
                                         idea_id if purpose == "implement" else None,
                                         repaired_id, completion, error,
-                                        None if code else "no_code")
+                                        None if code else "no_code", evidence)
             kernel_id = None
             if code:
                 original = queries.kernel_with_key(self.store, self.session_id,
@@ -223,17 +236,20 @@ class Pipelines:
         for trial in json.loads(ev["trial_errors"] or "[]"):
             if not trial.get("ok") and trial.get("reason"):
                 detail += f"\ntrial {trial.get('trial')}: {trial['reason']}"
+        evidence = self._evidence(kernel_id)
         prompt = self.prompts.render(
             "repair", problem_name=self.problem.name, dtype=self.problem.dtype,
             problem_source=self.problem.source.rstrip(),
             idea=idea["text"] if idea else "(a hand-edited kernel)",
             kind=(idea["kind"] if idea else None) or "unspecified", status=ev["status"],
             source=kernel["source"].rstrip(), error=detail.strip()[-4000:] or "(no message)",
-            conventions=self._conventions())
+            conventions=self._conventions(), gpu=render.gpu_text(self.store, self.problem_id),
+            evidence=evidence.text)
         completion = self.calls.ask("repair", prompt, idea["round_id"] if idea else None,
                                     kernel_id=kernel_id)
         return self._store_kernel("repair", prompt, completion, idea, parent_id=kernel_id,
-                                  attempt=kernel["attempt"] + 1, repaired_id=kernel_id)
+                                  attempt=kernel["attempt"] + 1, repaired_id=kernel_id,
+                                  evidence=evidence.given)
 
     def _evaluate(self, kernel_ids: list[int]) -> list[dict]:
         submitted = []
