@@ -4,15 +4,12 @@ Real OpenAI client against the local fake server; a fake verifier whose timed ve
 fields the GPU worker adds (device, ceilings, launches) and the parent's cuobjdump resources."""
 from __future__ import annotations
 
-import hashlib
 import json
 
-import pytest
 
-from llm_server import FakeExecutor, FakeLLMServer
-from test_search_engine import PROBLEM, Script, provider
+from llm_server import FakeExecutor
+from test_search_engine import Script, env, provider  # noqa: F401 - env is a fixture
 from workbench.evidence import diagnose, render
-from workbench.problems import Problem
 from workbench.search import Engine, SearchSettings, new_session, resume_session
 from workbench.store import Store
 
@@ -21,13 +18,16 @@ H200 = {"name": "NVIDIA H200", "arch": "sm_90", "sms": 132, "l2_bytes": 60 * 2**
         "max_threads_per_sm": 2048, "warp_size": 32}
 CEILINGS = {"bytes_per_s": 4.24e12,
             "flops_per_s": {"float32": 51.1e12, "float16": 740e12, "bfloat16": 745e12}}
+ROUND1_IDEAS = json.dumps([
+    {"kind": "parallelism", "idea": "Cap registers at 64 with launch bounds to lift occupancy."},
+    {"kind": "memory", "idea": "Process two float4 per thread to raise bytes in flight."}])
 
 
 class EvidenceExecutor(FakeExecutor):
     """Timed verdicts with one 'relu_kernel' launch at 128 registers (25% occupancy)."""
 
-    def _verdict(self, request) -> dict:
-        v = super()._verdict(request)
+    def _verdict(self, request, *args) -> dict:
+        v = super()._verdict(request, *args)
         if v.get("time_ms"):
             v.update(device=H200, ceilings=CEILINGS, cache_key="k", launches=[
                 {"name": "relu_kernel(float const*, float*, long)", "us": 0.97 * v["time_ms"] * 1e3,
@@ -40,19 +40,9 @@ class EvidenceExecutor(FakeExecutor):
         return v
 
 
-@pytest.fixture
-def env(tmp_path, monkeypatch):
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    problem = Problem(name="relu", path=tmp_path / "relu.py", source=PROBLEM,
-                      hash=hashlib.sha256(PROBLEM.encode()).hexdigest(), family="activation",
-                      dtype="float32", atol=1e-4, rtol=1e-4, flops=1 << 20, min_bytes=8 << 20)
-    store = Store(tmp_path / "k.db")
-    with FakeLLMServer() as server:
-        server.responder = Script()
-        yield store, problem, server
-
-
 def _engine(store, sid, server):
+    if server.responder is None:
+        server.responder = Script()
     return Engine(store, sid, provider(server), EvidenceExecutor())
 
 
@@ -60,7 +50,7 @@ def test_next_round_ideation_sees_the_seeds_evidence(env):
     store, problem, server = env
     sid = new_session(store, problem, "openai", "o3", server.openai_url,
                       SearchSettings(rounds=1, ideas=2, impls=1, top_k=1, repairs=0))
-    assert _engine(store, sid, server).run() == "finished"
+    assert _engine(store, sid, server).run() == "finished", store.get("sessions", sid)["stop_reason"]
     (ideate0,) = store.rows("llm_calls", "purpose = 'ideate'")
     assert "None yet: the starting point is the PyTorch reference." in ideate0["prompt"]
     assert json.loads(ideate0["evidence"]) == {}
@@ -69,6 +59,7 @@ def test_next_round_ideation_sees_the_seeds_evidence(env):
         assert {"resources", "runtime", "bottleneck"} <= set(store.kernel_profiles(k["id"]))
 
     resume_session(store, sid, rounds=2)
+    server.responder = Script(ideas=ROUND1_IDEAS)   # new ideas: restated ones are merged
     assert _engine(store, sid, server).run() == "finished"
     ideate1 = store.rows("llm_calls", "purpose = 'ideate'")[1]
     prompt, seed = ideate1["prompt"], ideate1["kernel_id"]
