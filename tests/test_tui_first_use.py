@@ -3,6 +3,8 @@ the footer at 80x24, check boxes, the picker, keys that could not act, state sho
 quitting with work in flight."""
 from __future__ import annotations
 
+import time
+
 import pytest
 from textual.widgets import Input, OptionList
 from textual.widgets._footer import FooterKey
@@ -375,8 +377,31 @@ async def test_quit_asks_before_discarding_work(tmp_path):
         await pilot.press("y")
         await pilot.pause()
         assert not app.is_running
+    # Interrupted, not crashed: the evaluation stopped without a verdict; R redoes it.
+    deadline = time.monotonic() + 10
+    while not executor.cancelled and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [r.label for r in executor.cancelled] == [f"kernel {kernel}"]
     executor.shutdown(cancel=True)
-    assert store.latest_evaluation(kernel) is None   # interrupted: no verdict, R redoes it
+    assert store.latest_evaluation(kernel) is None
+    assert queries.unevaluated_kernels(store, sid) == [kernel]
+
+
+async def test_cancelled_kernels_leave_the_queue_and_say_how_to_redo_them(tmp_path):
+    store, sid, kernel = one_pending_kernel(tmp_path)
+    executor = FakeExecutor(delay_s=5.0)
+    app = WorkbenchApp(store, executor_factory=lambda: executor, provider_factory=no_llm)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await select(pilot, app, [("problem", 1), ("session", sid)])
+        await pilot.press("R")
+        await wait_for(pilot, lambda: app.main_screen.in_flight, what="a kernel in flight")
+        await pilot.press("K")
+        await wait_for(pilot, lambda: not app.main_screen.busy, what="the cancel")
+        assert app.main_screen.in_flight == set()
+        assert store.latest_evaluation(kernel) is None
+        await pilot.press("R")    # and R takes it up again
+        await wait_for(pilot, lambda: app.main_screen.in_flight == {kernel}, what="R again")
+    executor.shutdown(cancel=True)
 
 
 async def test_quit_without_work_needs_no_answer(store):

@@ -47,6 +47,13 @@ class EngineActions:
                 tree.refresh_best(row["session_id"])
                 tree.sync("session", row["session_id"])  # round labels carry the best
                 self.refresh_plot(row["session_id"], force=True)
+        elif isinstance(event, events.EvaluationsCancelled):
+            # Stopped on purpose: no verdict; R (or the next run) verifies them again.
+            for kernel_id in event.kernel_ids:
+                self.in_flight.discard(kernel_id)
+                tree.relabel_kernel(kernel_id)
+            self.progress = (f"{len(event.kernel_ids)} kernel(s) stopped without a verdict: "
+                             "R verifies them")
         elif isinstance(event, events.LLMCallDone):
             if event.error:
                 self.notify(f"LLM {event.purpose} call failed: {event.error}",

@@ -76,7 +76,8 @@ class EngineBridge:
         self.provider_factory = provider_factory or default_provider
         self.executor_factory = executor_factory or default_executor
         self._executor: Executor | None = None
-        self._engines: dict[int, Any] = {}
+        self._engines: dict[int, Any] = {}   # reused: engines with an LLM
+        self._built: list[Any] = []          # every engine since the last cancel, LLM or not
 
     def engine(self, session_id: int, need_llm: bool = True):
         """The session's engine. Raises ProviderError or SearchError (one line) when it cannot
@@ -101,12 +102,14 @@ class EngineBridge:
                         on_event=lambda event: self.post(EngineEvent(event)))
         if provider is not None:
             self._engines[session_id] = engine
+        self._built.append(engine)
         return engine
 
     def cancel(self) -> None:
-        """Cancel every engine; a cancelled engine stays stopped, so the next job builds anew."""
-        engines, self._engines = self._engines, {}
-        for engine in engines.values():
+        """Cancel every engine (provider-less ones timing kernels too); a cancelled engine
+        stays stopped, so the next job builds anew."""
+        engines, self._engines, self._built = self._built, {}, []
+        for engine in engines:
             engine.cancel()
 
     def shutdown(self) -> None:
