@@ -171,6 +171,12 @@ from workbench.headless import run  # noqa: E402
 
 main.add_command(run)
 
+# bank, lesson, fork, compare: the population of kernels and sessions.
+from workbench.population_cli import COMMANDS  # noqa: E402
+
+for command in COMMANDS:
+    main.add_command(command)
+
 
 @main.command()
 def doctor() -> None:

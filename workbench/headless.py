@@ -26,6 +26,29 @@ def _gpu_list(values: tuple[str, ...]) -> list[int] | None:
     return gpus or None
 
 
+def _seed_kernels(store, ids: tuple[int, ...], bank_query: str | None, k: int) -> list[int]:
+    """Round 0's extra seeds: kernels named by id, and the best bank match of up to k problems."""
+    from workbench.bank import search
+
+    for kernel_id in ids:
+        if store.find("kernels", kernel_id) is None:
+            _fail(f"--seed {kernel_id}: no kernel {kernel_id} in {store.path}")
+    seeds = list(ids)
+    if bank_query is not None:
+        found = search(store, bank_query)
+        if not found:
+            _fail(f"--seed-from-bank {bank_query!r}: no verified kernel in the bank matches "
+                  "(list them with: kernel-workbench bank)")
+        best: dict[int, dict] = {}
+        for e in found:
+            held = best.get(e["problem_id"])
+            if held is None or (e["speedup_eager"] or 0) > (held["speedup_eager"] or 0):
+                best[e["problem_id"]] = e
+        ranked = sorted(best.values(), key=lambda e: -(e["speedup_eager"] or 0))
+        seeds += [e["kernel"] for e in ranked[:k] if e["kernel"] not in seeds]
+    return seeds
+
+
 def make_executor(gpus: list[int] | None, on_phase):
     """The local verifier pool (a function so tests can put a double in its place)."""
     from workbench.gpu.pool import LocalPool
@@ -177,6 +200,13 @@ def print_table(store, session_id: int) -> None:
 @click.option("--gpu", "gpus", multiple=True, help="GPU index to use (repeat or comma-separate).")
 @click.option("--timeout", "timeout_s", type=float, help="Seconds per LLM call (default 600).")
 @click.option("--retries", type=int, help="Retries on 429/5xx/timeouts (default 4).")
+@click.option("--model-for", "model_for", multiple=True,
+              help="ROLE=PROVIDER:MODEL[*WEIGHT][@BASE_URL]: a model for ideate, implement, "
+                   "repair, refine, judge or combine (repeat for a weighted mix).")
+@click.option("--seed", "seed_kernels", multiple=True, type=click.IntRange(min=1),
+              help="A kernel (any problem's) to seed round 0 with, besides the reference.")
+@click.option("--seed-from-bank", "bank_query",
+              help="Seed round 0 with the best bank kernels matching QUERY (see `bank`).")
 @click.option("--concurrency", type=int,
               help="LLM calls at once (default: a round's ideas x impls, at least 4).")
 @click.option("--prices", "prices_path", type=click.Path(dir_okay=False),
@@ -202,6 +232,13 @@ def run(problem: str | None, provider: str | None, model: str | None, base_url: 
     search_flags = {k: flags[k] for k in _SEARCH_FLAGS if flags[k] is not None}
     search_flags.update({key: flags[flag] * 60 for flag, key in _MINUTE_FLAGS.items()
                          if flags[flag] is not None})
+    if flags["model_for"]:
+        from workbench.search.models import parse_specs
+
+        try:
+            search_flags["models"] = parse_specs(flags["model_for"])
+        except ValueError as e:
+            _fail(str(e))
     provider_flags = {k: flags[k] for k in _PROVIDER_FLAGS if flags[k] is not None}
     try:
         gpu_list = _gpu_list(gpus)
@@ -264,6 +301,8 @@ def run(problem: str | None, provider: str | None, model: str | None, base_url: 
 
         settings = SearchSettings.from_dict(search_flags)
         settings.eval = EvalSettings(atol=atol, rtol=rtol, no_gpu=no_gpu)
+        settings.seed_kernels = _seed_kernels(store, flags["seed_kernels"],
+                                              flags["bank_query"], settings.top_k)
         session_id = new_session(store, prob, name, model, base_url, settings,
                                  provider_options=llm.options())
         hold_session(store, session_id)

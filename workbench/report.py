@@ -11,6 +11,7 @@ import math
 
 from workbench.gpu.verdict import fmt_x
 from workbench.kernel_report import counts_as_correct
+from workbench.model_report import model_table, render_models
 from workbench.store import Store
 
 FAST_P = (0.0, 0.5, 0.8, 1.0, 1.5, 2.0)
@@ -123,7 +124,8 @@ def build_report(store: Store, selectors: list[str]) -> dict:
             "problems": [{"problem_id": pid, "problem": names[pid], "best": best}
                          for pid, best in sorted(best_per_problem.items())],
             "problems_total": total, "problems_correct": correct, "fast_p": fast_p,
-            "geomean_speedup_eager": geomean, "geomean_over_problems": len(speedups)}
+            "geomean_speedup_eager": geomean, "geomean_over_problems": len(speedups),
+            "models": model_table(store, [s["session_id"] for s in sessions])}
 
 
 def _bar(value: float | None, top: float) -> str:
@@ -178,4 +180,7 @@ def render_text(report: dict) -> str:
         out.append(f"geometric-mean speedup vs eager: {report['geomean_speedup_eager']:.3f}x, over "
                    f"the {report['geomean_over_problems']} of {total} problem(s) with a correct, "
                    "timed kernel (the best kernel of each)")
+    models = render_models(report.get("models") or [])
+    if models:
+        out += [""] + models
     return "\n".join(out) + "\n"

@@ -494,3 +494,21 @@ def m030_population(db: sqlite_utils.Database) -> None:
     for row in list(db.query("select id, text from ideas")):
         db["ideas"].update(row["id"], {"text_key": text_key(row["text"])})
     db["rounds"].add_column("seed_reasons", str)
+
+
+@migrations()
+def m031_lessons_forks(db: sqlite_utils.Database) -> None:
+    # Lessons an engineer writes on reviewing a kernel, shown to later ideation of the same op
+    # family in any session; forks of a session at a round; a combined kernel's second parent.
+    db["lessons"].create({
+        "id": int, "family": str, "text": str, "kernel_id": int, "session_id": int,
+        "created_at": str}, pk="id",
+        foreign_keys=[("kernel_id", "kernels", "id"), ("session_id", "sessions", "id")],
+        not_null={"family", "text"})
+    db["lessons"].create_index(["family"])
+    db["sessions"].add_column("forked_from", int, fk="sessions", fk_col="id")
+    db["sessions"].add_column("fork_round", int)
+    db["kernels"].add_column("second_parent_id", int, fk="kernels", fk_col="id")
+    # A fork copies the calls that shaped its rounds (the engine resumes from them); their
+    # tokens and dollars belong to the original session, not the fork.
+    db["llm_calls"].add_column("copied_from", int, fk="llm_calls", fk_col="id")

@@ -21,6 +21,8 @@ class Completion:
     latency_s: float
     cost_usd: float | None
     attempts: int
+    provider: str | None = None     # who answered (several models can serve one session)
+    model: str | None = None
 
 
 @dataclass
@@ -105,7 +107,7 @@ class Provider(ABC):
             return Completion(text=reply.text or "", tokens_in=reply.tokens_in,
                               tokens_out=reply.tokens_out, tokens_reasoning=reply.tokens_reasoning,
                               latency_s=time.monotonic() - started, cost_usd=cost,
-                              attempts=attempt + 1)
+                              attempts=attempt + 1, provider=self.name, model=self.model)
 
     @abstractmethod
     def _request(self, prompt: str, system: str | None) -> Reply:

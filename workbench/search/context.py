@@ -14,7 +14,14 @@ def seed_text(store: Store, problem_id: int, seed_id: int | None) -> str:
         return f"The PyTorch reference above; no custom kernel yet.{timing}"
     kernel = store.get("kernels", seed_id)
     ev = store.latest_evaluation(seed_id)
-    lines = [f"Kernel {seed_id}:", "", "```python", kernel["source"].rstrip(), "```", ""]
+    header = f"Kernel {seed_id}:"
+    if kernel["problem_id"] != problem_id:   # seeded from the bank: another problem's kernel
+        other = store.get("problems", kernel["problem_id"])
+        header = (f"Kernel {seed_id}, from the kernel bank: it was written for another problem, "
+                  f"`{other['name']}` ({other['family']}, {other['dtype']}). Adapt what "
+                  "carries over (tiling, memory access, launch shape) to the problem above; "
+                  "its figures below are for that problem:")
+    lines = [header, "", "```python", kernel["source"].rstrip(), "```", ""]
     if ev and ev["time_ms"] is not None:
         numbers = [f"{ev['time_ms']:.4f} ms"]
         if ev["speedup_eager"]:

@@ -22,11 +22,13 @@ from workbench.gpu.executor import Executor
 from workbench.llm.base import Provider
 from workbench.llm.prompts import PromptError, Prompts
 from workbench.search import policy, queries
-from workbench.search.calls import LLMCalls, RunControl
+from workbench.llm.errors import ProviderError
+from workbench.search.calls import LLMCalls, ModelMix, RunControl
 from workbench.search.flow import Flow
+from workbench.search.models import build_roles
 from workbench.search.pipelines import Pipelines
 from workbench.search.sessions import problem_of
-from workbench.search.settings import SearchError, SearchSettings, Stop
+from workbench.search.settings import SearchError, SearchSettings, Stop, default_concurrency
 from workbench.store import Store
 
 
@@ -35,7 +37,7 @@ class Engine(Pipelines):
 
     def __init__(self, store: Store, session_id: int, provider: Provider | None,
                  executor: Executor, on_event: Callable[[object], None] | None = None,
-                 prompts: Prompts | None = None):
+                 prompts: Prompts | None = None, roles: dict[str, ModelMix] | None = None):
         found = queries.session_row(store, session_id)
         if not found:
             raise SearchError(f"no session {session_id}")
@@ -48,16 +50,25 @@ class Engine(Pipelines):
         self.settings = SearchSettings.from_dict(store.settings(session_id))
         self.problem = problem_of(store, session_id)
         self.problem_id = found["problem_id"]
-        if self.settings.budget_usd is not None and provider and not provider.has_price():
-            raise SearchError(f"no price for model {provider.model!r}, so a dollar budget cannot "
-                              "be kept: add it to the price file (--prices) or use "
-                              "--budget-tokens")
+        if roles is None and self.settings.models:
+            try:
+                roles = build_roles(self.settings.models,
+                                    prices=provider.prices if provider else None,
+                                    concurrency=provider.concurrency if provider else
+                                    default_concurrency(self.settings))
+            except ProviderError as e:
+                raise SearchError(str(e)) from None
         self.control = RunControl()
         self._lock = self.control.lock
         self._futures: dict[int, Future] = {}
         self._active = 0              # public pieces of work running now
         self.calls = LLMCalls(store, session_id, provider, self.prompts, self.control,
-                              self._emit, lambda: self.settings)
+                              self._emit, lambda: self.settings, roles)
+        unpriced = [p.model for p in self.calls.all_providers() if not p.has_price()]
+        if self.settings.budget_usd is not None and unpriced:
+            raise SearchError(f"no price for model {unpriced[0]!r}, so a dollar budget cannot "
+                              "be kept: add it to the price file (--prices) or use "
+                              "--budget-tokens")
         self._run_started = time.monotonic()
         self._gpu_s = queries.verifier_gpu_seconds(store, session_id)
 

@@ -11,10 +11,12 @@ from concurrent.futures import CancelledError, Future
 from typing import Callable
 
 from workbench import events
+from workbench.bank import examples_text
 from workbench.evidence import render
 from workbench.gpu.executor import Executor
 from workbench.gpu.verdict import empty as empty_verdict
 from workbench.gpu.verifier import record, request_for
+from workbench.lessons import lessons_text
 from workbench.llm.base import Completion
 from workbench.llm.parse import KINDS, extract_code, parse_ideas
 from workbench.llm.prompts import Prompts
@@ -94,7 +96,10 @@ class Pipelines:
             history=history, untried_kinds=untried, n=self.settings.ideas,
             kinds="\n".join(f"- {k}: {d}" for k, d in KINDS.items()),
             gpu=render.gpu_text(self.store, self.problem_id), evidence=evidence.text,
-            bottleneck=render.bottleneck_of(self.store, seed_id))
+            bottleneck=render.bottleneck_of(self.store, seed_id),
+            lessons=lessons_text(self.store, self.problem.family),
+            examples=examples_text(self.store, self.problem_id, self.problem.family,
+                                   self.session_id))
         completion = self.calls.ask("ideate", prompt, round_id, kernel_id=seed_id)
         ideas = parse_ideas(completion.text, limit=self.settings.ideas)
         error = None if ideas else "no ideas found in the response"

@@ -75,6 +75,8 @@ def choose_seeds(store: Store, session_id: int, problem_id: int, settings: Searc
     (nor two with the same normalised source) seeds twice in a round."""
     if n == 0:
         chosen = [{"kernel_id": None, "cell": "", "reason": "round 0 starts from the reference"}]
+        chosen += [{"kernel_id": k, "cell": "", "reason": queries.bank_seed_reason(store, k)}
+                   for k in settings.seed_kernels if queries.kernel_exists(store, k)]
     else:
         seeds = archive.choose(archive_entries(store, session_id, settings), settings.top_k,
                                queries.seeded_kernels(store, session_id))

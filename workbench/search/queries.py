@@ -132,6 +132,18 @@ def kernel_source_key(store: Store, kernel_id: int | None) -> str | None:
     return row[0] if row else None
 
 
+def kernel_exists(store: Store, kernel_id: int) -> bool:
+    return store.db.execute("select 1 from kernels where id = ?", [kernel_id]).fetchone() \
+        is not None
+
+
+def bank_seed_reason(store: Store, kernel_id: int) -> str:
+    row = next(store.db.query(
+        "select p.name, p.family from kernels k join problems p on p.id = k.problem_id "
+        "where k.id = ?", [kernel_id]))
+    return f"from the bank: written for {row['name']} ({row['family']})"
+
+
 def pinned_kernels(store: Store, problem_id: int) -> list[int]:
     return [r["id"] for r in _q(
         store, "select id from kernels where problem_id = ? and pinned = 1 and pruned = 0 "
@@ -204,7 +216,8 @@ def spent(store: Store, session_id: int) -> tuple[int, float]:
     """Tokens (input + output) and dollars this session's LLM calls have used."""
     row = store.db.execute(
         "select coalesce(sum(coalesce(tokens_in, 0) + coalesce(tokens_out, 0)), 0), "
-        "coalesce(sum(cost_usd), 0) from llm_calls where session_id = ?", [session_id]).fetchone()
+        "coalesce(sum(cost_usd), 0) from llm_calls where session_id = ? and copied_from is "
+        "null", [session_id]).fetchone()
     return int(row[0]), float(row[1])
 
 

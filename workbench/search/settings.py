@@ -29,6 +29,9 @@ class SearchSettings:
     budget_gpu_s: float | None = None      # stop once verification used this much GPU time
     stop_at_roofline: float | None = None  # finish when a kernel reaches this fraction of
     #                                        the roofline floor's speed (e.g. 0.8)
+    seed_kernels: list[int] = field(default_factory=list)   # bank kernels seeding round 0
+    models: dict[str, list[dict]] = field(default_factory=dict)   # role -> [{provider,
+    #                                        model, base_url, weight}]; unnamed roles: default
     eval: EvalSettings = field(default_factory=EvalSettings)
 
     def to_dict(self) -> dict:
