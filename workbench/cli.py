@@ -105,6 +105,9 @@ def report(selectors: tuple[str, ...], as_json: bool, db_path: str | None) -> No
 @click.option("--json", "as_json", is_flag=True, help="Print the verdict as one JSON object.")
 @click.option("--gpu", "gpus", type=int, multiple=True, help="GPU index to use (repeatable).")
 @click.option("--no-gpu", is_flag=True, help="Compile and run the static guards only.")
+@click.option("--compile-timeout", "compile_timeout_s", type=click.FloatRange(1), default=300.0,
+              show_default=True, help="Seconds the build may take before the verdict is "
+                                      "`timeout`.")
 @click.option("--atol", type=float, default=None, help="Override the problem's absolute tolerance.")
 @click.option("--rtol", type=float, default=None, help="Override the problem's relative tolerance.")
 @click.option("--trials", type=click.IntRange(5, 100), default=6, show_default=True)
@@ -112,7 +115,8 @@ def report(selectors: tuple[str, ...], as_json: bool, db_path: str | None) -> No
               help="Seconds of A/B timing before the loop stops without reaching its CI target.")
 @db_option
 def eval_command(problem: str, candidate: str, as_json: bool, gpus: tuple[int, ...],
-                 no_gpu: bool, atol: float | None, rtol: float | None, trials: int,
+                 no_gpu: bool, compile_timeout_s: float, atol: float | None,
+                 rtol: float | None, trials: int,
                  time_budget: float, db_path: str | None) -> None:
     """Compile, check and time CANDIDATE.py (a KernelBench solution defining ModelNew) against
     PROBLEM (a library name or a path). Exit code 0: correct (or unverified with --no-gpu);
@@ -135,7 +139,7 @@ def eval_command(problem: str, candidate: str, as_json: bool, gpus: tuple[int, .
     store = open_store(db_path)
     kernel_id = store.add_kernel(store.upsert_problem(prob), source, origin="file")
     settings = EvalSettings(atol=atol, rtol=rtol, trials=trials, time_budget_s=time_budget,
-                            no_gpu=no_gpu)
+                            no_gpu=no_gpu, compile_timeout_s=compile_timeout_s)
 
     def progress(label: str, phase: str) -> None:
         if not as_json:

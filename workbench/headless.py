@@ -194,6 +194,9 @@ def print_table(store, session_id: int) -> None:
               help="Stop once verification has used this many GPU minutes.")
 @click.option("--stop-at-roofline", type=click.FloatRange(0, 1, min_open=True),
               help="Finish when a kernel reaches this fraction of the roofline floor's speed.")
+@click.option("--compile-timeout", "compile_timeout_s", type=click.FloatRange(1),
+              help="Seconds one kernel's build may take before its verdict is `timeout` "
+                   "(default 300).")
 @click.option("--atol", type=float, help="Absolute tolerance (default: the problem's).")
 @click.option("--rtol", type=float, help="Relative tolerance (default: the problem's).")
 @click.option("--no-gpu", is_flag=True, help="Compile and static guards only; kernels unverified.")
@@ -217,7 +220,8 @@ def print_table(store, session_id: int) -> None:
               help="Continue session N where it stopped.")
 @db_option
 def run(problem: str | None, provider: str | None, model: str | None, base_url: str | None,
-        atol: float | None, rtol: float | None, no_gpu: bool, gpus: tuple[str, ...],
+        atol: float | None, rtol: float | None, compile_timeout_s: float | None, no_gpu: bool,
+        gpus: tuple[str, ...],
         prices_path: str | None, prompts_dir: str | None, resume_id: int | None,
         db_path: str | None, **flags) -> None:
     """Search for fast kernels for PROBLEM: rounds of LLM ideas and implementations, verified."""
@@ -259,7 +263,9 @@ def run(problem: str | None, provider: str | None, model: str | None, base_url: 
         session = found[0]
         hold_session(store, resume_id)   # before anything changes the session
         stored = store.settings(resume_id)
-        eval_overrides = {k: v for k, v in (("atol", atol), ("rtol", rtol)) if v is not None}
+        eval_overrides = {k: v for k, v in (("atol", atol), ("rtol", rtol),
+                                            ("compile_timeout_s", compile_timeout_s))
+                          if v is not None}
         if no_gpu:
             eval_overrides["no_gpu"] = True
         options = {**stored.get("provider_options", {}), **provider_flags}
@@ -303,6 +309,8 @@ def run(problem: str | None, provider: str | None, model: str | None, base_url: 
         settings.eval = EvalSettings(atol=atol, rtol=rtol, no_gpu=no_gpu)
         settings.seed_kernels = _seed_kernels(store, flags["seed_kernels"],
                                               flags["bank_query"], settings.top_k)
+        if compile_timeout_s is not None:
+            settings.eval.compile_timeout_s = compile_timeout_s
         session_id = new_session(store, prob, name, model, base_url, settings,
                                  provider_options=llm.options())
         hold_session(store, session_id)

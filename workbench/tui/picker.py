@@ -39,13 +39,13 @@ class SessionRequest:
 
 @dataclass(frozen=True)
 class Field:
-    """A number on the form; `key` names the SearchSettings (or, for `tolerance`, the
-    EvalSettings) attribute it sets, and is the Input's id."""
+    """A number on the form; `key` names the SearchSettings (or, `on_eval`, the EvalSettings)
+    attribute it sets, and is the Input's id."""
     key: str
     label: str
     kind: type[int] | type[float]
     minimum: int
-    tolerance: bool = False
+    on_eval: bool = False
 
     def parse(self, text: str, default: int | float | None) -> int | float | None:
         """The value typed, or `default` when blank; ValueError (one line) when it is bad."""
@@ -65,14 +65,17 @@ class Field:
         return value
 
 
-# Two lines of the form, as the CLI's --rounds ... --rtol flags.
+# Two lines of the form, as the CLI's --rounds ... --rtol flags (--compile-timeout: compile s).
 SEARCH_FIELDS = (Field("rounds", "rounds R", int, 1), Field("ideas", "ideas N", int, 1),
                  Field("impls", "impls M", int, 1), Field("top_k", "top-k", int, 1),
                  Field("repairs", "repairs", int, 0))
 LIMIT_FIELDS = (Field("budget_usd", "budget $", float, 0),
                 Field("budget_tokens", "tokens", int, 0),
-                Field("atol", "atol", float, 0, tolerance=True),
-                Field("rtol", "rtol", float, 0, tolerance=True))
+                Field("atol", "atol", float, 0, on_eval=True),
+                Field("rtol", "rtol", float, 0, on_eval=True))
+# On the check boxes' line: a build slower than this is a `timeout` verdict.
+COMPILE_FIELD = Field("compile_timeout_s", "compile s", float, 1, on_eval=True)
+FIELDS = SEARCH_FIELDS + LIMIT_FIELDS + (COMPILE_FIELD,)
 
 
 def library() -> list[tuple[str, str]]:
@@ -99,7 +102,7 @@ def _shown(value: int | float | None) -> str:
 def _placeholder(field: Field, default: int | float | None) -> str:
     if default is not None:
         return _shown(default)
-    return "problem's" if field.tolerance else "none"
+    return "problem's" if field.on_eval else "none"
 
 
 class ProblemPicker(ModalScreen[SessionRequest | None]):
@@ -130,21 +133,23 @@ class ProblemPicker(ModalScreen[SessionRequest | None]):
         self.defaults.eval.no_gpu = not gpu_expected()
 
     def _default(self, field: Field) -> int | float | None:
-        return getattr(self.defaults.eval if field.tolerance else self.defaults, field.key)
+        return getattr(self.defaults.eval if field.on_eval else self.defaults, field.key)
 
     def _value(self, field: Field) -> str:
         if self.previous is None:
             return _shown(self._default(field))
         settings = self.previous.settings
-        return _shown(getattr(settings.eval if field.tolerance else settings, field.key))
+        return _shown(getattr(settings.eval if field.on_eval else settings, field.key))
 
     def _row(self, fields: tuple[Field, ...]) -> ComposeResult:
         with Horizontal(classes="row"):
-            for field in fields:
-                default = self._default(field)
-                yield Label(field.label)
-                yield Input(self._value(field), placeholder=_placeholder(field, default),
-                            id=field.key, compact=True)
+            yield from self._inputs(fields)
+
+    def _inputs(self, fields: tuple[Field, ...]) -> ComposeResult:
+        for field in fields:
+            yield Label(field.label)
+            yield Input(self._value(field), placeholder=_placeholder(field, self._default(field)),
+                        id=field.key, compact=True)
 
     def compose(self) -> ComposeResult:
         previous = self.previous
@@ -170,9 +175,10 @@ class ProblemPicker(ModalScreen[SessionRequest | None]):
             yield from self._row(SEARCH_FIELDS)
             yield from self._row(LIMIT_FIELDS)
             with Horizontal(classes="row"):
-                yield TickBox("review each idea", settings.review, id="review", compact=True)
-                yield TickBox("no GPU: compile + static guards only", settings.eval.no_gpu,
+                yield TickBox("review ideas", settings.review, id="review", compact=True)
+                yield TickBox("no GPU (compile + guards only)", settings.eval.no_gpu,
                               id="no-gpu", compact=True)
+                yield from self._inputs((COMPILE_FIELD,))
             yield Label(HINT, id="picker-message", classes="hint")
             with Horizontal(classes="buttons"):
                 yield Button("Start (ctrl+s)", id="start", variant="primary", compact=True)
@@ -254,9 +260,9 @@ class ProblemPicker(ModalScreen[SessionRequest | None]):
         settings = SearchSettings(review=self.query_one("#review", TickBox).value)
         settings.eval.no_gpu = self.query_one("#no-gpu", TickBox).value
         self.query("Input.-invalid").remove_class("-invalid")
-        for field in SEARCH_FIELDS + LIMIT_FIELDS:
+        for field in FIELDS:
             box = self.query_one(f"#{field.key}", Input)
-            target = settings.eval if field.tolerance else settings
+            target = settings.eval if field.on_eval else settings
             try:
                 setattr(target, field.key, field.parse(box.value, self._default(field)))
             except ValueError as e:
