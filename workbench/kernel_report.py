@@ -91,7 +91,11 @@ def kernel_report(store: Store, kernel_id: int) -> dict:
             "speedup_compile_ci95": verdict.get("speedup_compile_ci95"),
             "floor_ms": floor_ms, "roofline_fraction": fraction,
             "roofline_percent": None if fraction is None else 100 * fraction,
-            "flags": _json(evaluation["flags"], []), "error": evaluation["error"]},
+            "hard_floor_ms": verdict.get("hard_floor_ms"), "floor_basis": verdict.get("floor_basis"),
+            "baseline": verdict.get("baseline"),
+            "reference_precision": verdict.get("reference_precision"),
+            "flags": _json(evaluation["flags"], []), "notes": verdict.get("notes") or [],
+            "error": evaluation["error"]},
     }
 
 
@@ -138,6 +142,11 @@ def render_markdown(report: dict) -> str:
                 f"- roofline floor: {fmt_ms(ev['floor_ms'])}; the kernel runs at "
                 + ("-" if ev["roofline_percent"] is None else f"{ev['roofline_percent']:.1f}%")
                 + " of the floor's speed"]
+        if ev["baseline"]:
+            out.append(f"- baselines: eager and torch.compile timed under "
+                       f"{ev['baseline']['description']}; correctness against "
+                       f"{ev['baseline']['correctness']}" +
+                       (f" ({ev['reference_precision']} reference)" if ev["reference_precision"] else ""))
         if ev["trial_errors"]:
             out += ["", "| trial | inputs | ok | max abs err | max rel err | reason |",
                     "|---|---|---|---|---|---|"]
@@ -148,6 +157,9 @@ def render_markdown(report: dict) -> str:
         out += ["", "Flags: " + ("none" if not ev["flags"] else "; ".join(
             f"[{f.get('kind')}] {f.get('reason')}" for f in ev["flags"]))
             + (" (cleared by a person)" if k["cleared"] and ev["flags"] else "")]
+        if ev["notes"]:
+            out += ["", "Notes: " + "; ".join(f"[{n.get('kind')}] {n.get('reason')}"
+                                             for n in ev["notes"])]
         if ev["error"]:
             out += ["", "Error:", "", "```", ev["error"], "```"]
     out += ["", "## Environment", ""]

@@ -12,14 +12,16 @@ from pathlib import Path
 
 import torch
 
+from workbench.gpu import baseline
+from workbench.gpu import correctness
 from workbench.gpu import inputs as inp
+from workbench.gpu import judge
 from workbench.gpu import launch_trace
 from workbench.gpu import runtime_guards as rg
 from workbench.gpu import timing
 from workbench.gpu.compare import compare
 from workbench.gpu.stats import median, median_ci95, ratio_summary
 
-BELOW_FLOOR = 0.85      # measured ceilings sit a little under the true peaks: allow 15%
 REVIEW_SPEEDUP = 10.0   # > 10x over eager: a human looks before it seeds a round
 
 
@@ -73,8 +75,7 @@ def prepare_reference(job: dict) -> Reference:
     """Build the reference and torch.compile it before this worker's turn on the GPU: the
     compile is seconds of CPU work (one reference call on the GPU), and doing it while another
     candidate is timed keeps the GPU busy with measurements."""
-    torch.backends.cuda.matmul.allow_tf32 = False  # inductor reads these when it compiles
-    torch.backends.cudnn.allow_tf32 = False
+    baseline.apply(job["settings"].get("baseline", "default"))  # inductor reads these when it compiles
     problem = _exec_problem(job["problem_source"])
     seeds = job["seeds"]
     ref = _build(problem.Model, problem.get_init_inputs, seeds[0])
@@ -94,16 +95,17 @@ def prepare_reference(job: dict) -> Reference:
 def evaluate(job: dict, candidate, recorder, reference: Reference, watched: dict,
              threads_before: set, chan) -> dict:
     Event, sync, clock = torch.cuda.Event, torch.cuda.synchronize, time.perf_counter
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
     cache_dir = Path(job["cache_dir"])
     settings = job["settings"]
     atol, rtol = job["atol"], job["rtol"]
     seeds = job["seeds"]
     flags: list[dict] = []
     phase_s: dict = {}
+    notes: list[dict] = []
+    mode = settings.get("baseline", "default")
     out: dict = {"gpu": torch.cuda.get_device_name(0), "atol": atol, "rtol": rtol,
-                 "flags": flags, "phase_s": phase_s, "device": launch_trace.device_info()}
+                 "flags": flags, "notes": notes, "phase_s": phase_s,
+                 "device": launch_trace.device_info(), "baseline": baseline.describe(mode)}
 
     def flag(kind: str, reason: str) -> None:
         if not any(f["kind"] == kind for f in flags):
@@ -118,93 +120,57 @@ def evaluate(job: dict, candidate, recorder, reference: Reference, watched: dict
     out["weights_aligned"] = _align_weights(ref, cand)
     phase_s["setup"] = clock() - t
 
-    # ---- correctness -------------------------------------------------------------------
+    # ---- correctness (strict fp32 whatever the baseline) ---------------------------------
     chan.send("phase", phase="correctness")
     t = clock()
-    trial_errors, ok_trials = [], 0
-    worst_abs = worst_rel = 0.0
-    first_fail = None
-    prev_fingerprint = None
-    with torch.no_grad():
-        for i in range(settings["trials"]):
-            dist = inp.DISTRIBUTIONS[i % len(inp.DISTRIBUTIONS)]
-            base = inp.generate(problem, seeds[1 + i], dist)
-            ref_out = ref(*inp.clone(base))
-            refs = [o.clone() for o in inp.tensors(ref_out)]
-            if not all(bool(torch.isfinite(r).all()) for r in refs if r.is_floating_point()):
-                trial_errors.append({"trial": i, "distribution": dist, "ok": None,
-                                     "reason": "reference not finite for this distribution; skipped"})
-                continue
-            for o in inp.tensors(ref_out):
-                if o.is_floating_point():
-                    o.fill_(float("nan"))  # scrub: the candidate must not find the answer here
-            del ref_out
-            out_bytes = sum(r.numel() * r.element_size() for r in refs)
-            inp.poison_allocator(4 * out_bytes + (64 << 20))
-            cand_in = inp.clone(base)
-            got = cand(*cand_in)
-            sync()
-            got_list = list(got) if isinstance(got, (list, tuple)) else [got]
-            c = compare(got_list, refs, atol, rtol)
-            fingerprint = [(float(g.double().sum()), g.reshape(-1)[:64].cpu())
-                           for g in inp.tensors(got)] if c.ok else None
-            trial_errors.append({"trial": i, "distribution": dist, "ok": c.ok,
-                                 "max_abs_err": c.max_abs_err, "max_rel_err": c.max_rel_err,
-                                 "reason": c.reason})
-            worst_abs, worst_rel = max(worst_abs, c.max_abs_err), max(worst_rel, c.max_rel_err)
-            if not inp.same_values(cand_in, base):
-                flag("input_mutation", "the candidate modified its input tensors")
-            if not c.ok:
-                first_fail = first_fail or f"trial {i} ({dist} inputs): {c.reason}"
-                continue
-            if prev_fingerprint is not None and _same_fingerprint(fingerprint, prev_fingerprint):
-                first_fail = first_fail or f"trial {i}: same output as for different inputs"
-                trial_errors[-1].update(ok=False, reason="same output as the previous trial")
-                continue
-            prev_fingerprint = fingerprint
-            ok_trials += 1
-            if i == 0:
-                # Determinism: the same inputs again, into freshly poisoned memory.
-                inp.poison_allocator(4 * out_bytes + (64 << 20))
-                again = cand(*inp.clone(base))
-                sync()
-                d = compare(again, got_list, atol, rtol)
-                if not d.ok:
-                    flag("nondeterministic", f"two runs on the same inputs disagree: {d.reason}")
-                del again
-            del got, got_list, cand_in, refs
+    with baseline.strict():
+        outcome = correctness.check(problem, ref, cand, seeds, settings["trials"], atol, rtol)
     phase_s["correctness"] = clock() - t
-    out.update(trials=ok_trials, trial_errors=trial_errors, max_abs_err=worst_abs,
-               max_rel_err=worst_rel)
+    out.update(outcome.as_dict())
+    for f in outcome.flags:
+        flag(f["kind"], f["reason"])
+    notes.extend(outcome.notes)
     _runtime_flags(flag, watched, threads_before)
-    if first_fail or ok_trials < min(5, settings["trials"]):
+    if outcome.unusable:
+        out.update(status="unverified", error=outcome.unusable)
+        return out
+    if outcome.failure or outcome.trials < min(5, settings["trials"]):
         out["status"] = "incorrect"
-        out["error"] = first_fail or f"only {ok_trials} usable trials"
+        out["error"] = outcome.failure or f"only {outcome.trials} usable trials"
         return out
 
     # ---- guards that look inside one call --------------------------------------------
     base = inp.generate(problem, seeds[-1], "default")
-    ours = rg.kernel_names([s for e in recorder.extensions for s in e["cuda_sources"]])
+    ours = rg.kernel_names([s for e in recorder.extensions for s in e["cuda_sources"]]) + \
+        rg.triton_kernel_names(job["candidate_source"])
     t = clock()
     try:
         with torch.no_grad():
             launches = launch_trace.profile_launches(cand, inp.clone(base))
         out["launches"] = launch_trace.summarize(launches)   # evidence for the prompts
         own, lib, other = rg.attribute([(k["name"], k["us"]) for k in launches], ours)
-        total = own + lib + other
         out["kernel_time_split_us"] = {"own": own, "library": lib, "other": other}
+        share = out["pytorch_share"] = judge.pytorch_share(own, lib, other, bool(ours))
         if ours and own == 0:
             flag("no_custom_kernel_ran", f"none of the candidate's kernels ({', '.join(ours)}) ran")
-        if total > 0 and lib / total > 0.5:
+        if judge.pytorch_does_the_work(share):
             flag("pytorch_does_the_work",
-                 f"PyTorch/cuBLAS/cuDNN kernels took {100 * lib / total:.0f}% of the GPU time")
+                 f"PyTorch/cuBLAS/cuDNN kernels took {100 * share:.0f}% of the GPU time")
+        elif share:
+            notes.append({"kind": "pytorch_share", "reason": f"PyTorch/cuBLAS/cuDNN kernels "
+                          f"took {100 * share:.0f}% of the GPU time (layers kept in PyTorch)"})
     except Exception as e:  # noqa: BLE001 - no CUPTI: the static guards still stand
         out["profiler_error"] = str(e)[:300]
     phase_s["profile"] = clock() - t
 
-    # ---- timing ------------------------------------------------------------------------
+    # ---- timing (the baseline's math settings, for every contender) ---------------------
     chan.send("phase", phase="timing")
     t = clock()
+    with baseline.strict(), torch.no_grad():
+        strict = correctness.answer(ref, outcome.ref64, base)
+    baseline.apply(mode)
+    slack = correctness.timing_slack(ref, strict, base) if strict else None
+    outcome.ref64 = None  # its memory is the timed contenders' now
     contenders = {"candidate": cand, "eager": ref}
     if reference.compiled is not None:
         contenders["compile"] = reference.compiled
@@ -212,7 +178,7 @@ def evaluate(job: dict, candidate, recorder, reference: Reference, watched: dict
 
     def check(round_no: int, outputs: dict):
         if "candidate" in outputs and "eager" in outputs:
-            c = compare(outputs["candidate"], outputs["eager"], atol, rtol)
+            c = compare(outputs["candidate"], outputs["eager"], atol, rtol, slack=slack)
             if not c.ok:
                 return f"timing round {round_no}: {c.reason}"
         return None
@@ -253,13 +219,19 @@ def evaluate(job: dict, candidate, recorder, reference: Reference, watched: dict
 
     ceilings = load_ceilings(cache_dir, Event)
     flops_rate = ceilings["flops_per_s"].get(job.get("dtype"), ceilings["flops_per_s"]["float32"])
-    floor = max((job.get("flops") or 0) / flops_rate, job["min_bytes"] / ceilings["bytes_per_s"]) * 1e3
-    out["floor_ms"] = floor
-    out["ceilings"] = ceilings
-    out["roofline_fraction"] = floor / out["time_ms"] if out["time_ms"] > 0 else None
-    if out["time_ms"] < BELOW_FLOOR * floor:
-        flag("below_floor", f"{out['time_ms']:.4f} ms is faster than the roofline floor "
-                            f"{floor:.4f} ms allows: the kernel cannot have done all the work")
+    must = judge.must_move_bytes([i["bytes"] for i in outcome.inputs],
+                                 [i["zero_share"] for i in outcome.inputs],
+                                 sum(r.numel() * r.element_size() for r in strict.refs) if strict else 0,
+                                 outcome.input_independent)
+    floors = judge.floors(job.get("flops"), hasattr(problem, "FLOPS"),
+                          job["min_bytes"] if hasattr(problem, "MIN_BYTES") else None, must,
+                          flops_rate, ceilings["bytes_per_s"])
+    out.update(floors, floor_ms=floors["roofline_ms"], ceilings=ceilings)
+    out["roofline_fraction"] = floors["roofline_ms"] / out["time_ms"] if out["time_ms"] > 0 else None
+    if judge.below_floor(out["time_ms"], floors["hard_floor_ms"]):
+        flag("below_floor", f"{out['time_ms']:.4f} ms is faster than the floor "
+                            f"{floors['hard_floor_ms']:.4f} ms ({floors['floor_basis']}) allows: "
+                            "the kernel cannot have done all the work")
     if (out.get("speedup_eager") or 0) > REVIEW_SPEEDUP:
         flag("suspicious_speedup", f"{out['speedup_eager']:.1f}x over eager: review before trusting")
     _runtime_flags(flag, watched, threads_before)
@@ -274,10 +246,6 @@ def _runtime_flags(flag, watched: dict, threads_before: set) -> None:
     threads = rg.new_threads(threads_before)
     if threads:
         flag("threads", "started threads that outlive the call: " + ", ".join(threads[:5]))
-
-
-def _same_fingerprint(a, b) -> bool:
-    return len(a) == len(b) and all(x[0] == y[0] and torch.equal(x[1], y[1]) for x, y in zip(a, b))
 
 
 def _exec_problem(source: str):

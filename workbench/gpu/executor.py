@@ -20,6 +20,7 @@ class EvalSettings:
     compile_timeout_s: float = 300.0
     run_timeout_s: float = 180.0       # GPU phase wall clock, after the worker holds its GPU
     time_reference_compile: bool = True
+    baseline: str = "default"          # eager/compile math: default | strict | tf32 (gpu/baseline.py)
     no_gpu: bool = False               # compile + static guards only
 
     def to_dict(self) -> dict:

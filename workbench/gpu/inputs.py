@@ -1,31 +1,66 @@
 """Input sets for checks and timing. Imports only torch and the standard library.
 
 Inputs are made directly on the GPU (get_inputs() under a CUDA default device), from seeds the
-parent chose in secret, in several distributions so a kernel tuned to torch.randn's range, or
-returning a constant, does not pass.
+parent chose in secret. Besides fresh draws, scaled and shifted variants test a kernel tuned to
+torch.randn's range, but only on inputs whose structure they keep (workbench.gpu.judge).
 """
 from __future__ import annotations
 
 import torch
 
-DISTRIBUTIONS = ("default", "scaled", "shifted")
+from workbench.gpu import judge
+
+SAMPLE = 1 << 16
+DEVICE = "cuda"  # tests run the correctness checks on the CPU
 
 
-def generate(problem, seed: int, distribution: str) -> list:
+def structure(items: list) -> list[dict]:
+    """Per input: its bytes, share of exact zeros and the variants that keep its structure,
+    from an evenly strided sample (triangular matrices have no zeros in their first rows)."""
+    found = []
+    for x in items:
+        if not isinstance(x, torch.Tensor):
+            found.append({"bytes": 0, "zero_share": 0.0, "variants": {"default"}})
+            continue
+        info = {"bytes": x.numel() * x.element_size(), "zero_share": 0.0,
+                "variants": {"default"}}
+        if x.is_floating_point() and x.numel():
+            flat = x.reshape(-1)
+            sample = flat[::max(1, flat.numel() // SAMPLE)]
+            zeros = float((sample == 0).float().mean())
+            distinct = int(torch.unique(sample).numel())
+            info.update(zero_share=zeros,
+                        variants=judge.allowed_variants(zeros, distinct, sample.numel()))
+        elif x.numel():
+            info["zero_share"] = float((x.reshape(-1)[::max(1, x.numel() // SAMPLE)] == 0)
+                                       .float().mean())
+        found.append(info)
+    return found
+
+
+def generate(problem, seed: int, distribution: str, shape_info: list[dict] | None = None) -> list:
+    """get_inputs() from `seed`, with `distribution` applied to the floating inputs it keeps
+    the structure of (all floating inputs when shape_info is None)."""
     torch.manual_seed(seed)
-    with torch.device("cuda"):
+    with torch.device(DEVICE):
         items = list(problem.get_inputs())
     out = []
-    for x in items:
+    for k, x in enumerate(items):
         if isinstance(x, torch.Tensor):
-            x = x.cuda()
-            if x.is_floating_point():
+            x = x.to(DEVICE)
+            keeps = shape_info is None or distribution in shape_info[k]["variants"]
+            if x.is_floating_point() and keeps:
                 if distribution == "scaled":
                     x = x * 10.0
                 elif distribution == "shifted":
                     x = x + x.abs().mean()
         out.append(x)
     return out
+
+
+def to_float64(items: list) -> list:
+    return [x.detach().to(torch.float64) if isinstance(x, torch.Tensor) and x.is_floating_point()
+            else x for x in items]
 
 
 def clone(items: list) -> list:
@@ -61,6 +96,8 @@ def same_values(a: list, b: list) -> bool:
 def poison_allocator(nbytes: int) -> None:
     """Fill free cached memory with NaN so an output the candidate never writes reads as NaN
     (and so it cannot find the reference's answer in a recycled block)."""
+    if DEVICE != "cuda":
+        return
     n = max(nbytes // 4, 1 << 20)
     junk = torch.full((n,), float("nan"), device="cuda")
     del junk

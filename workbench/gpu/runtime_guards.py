@@ -13,7 +13,11 @@ GLOBAL_NAME = re.compile(
     r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(?:static\s+)?(?:\w+\s+)*?(\w+)\s*(?:<[^>]*>)?\s*\(")
 # Kernels PyTorch, cuBLAS, cuDNN or Triton run on the candidate's behalf. The sure markers are
 # checked before the candidate's own names (at::native's SiLU kernel is called silu_kernel too).
-LIBRARY_SURE = re.compile(r"at::native|at::cuda|cutlass|cublas|cudnn|xmma|triton_", re.IGNORECASE)
+# torch.compile's Triton kernels are triton_poi_/red_/per_/tem_...; a candidate's own Triton
+# kernels carry the names of its @triton.jit functions.
+LIBRARY_SURE = re.compile(r"at::native|at::cuda|cutlass|cublas|cudnn|xmma|\btriton_(?:poi|red|per|tem|for|unk)_",
+                          re.IGNORECASE)
+TRITON_JIT = re.compile(r"@\s*(?:triton\.)?jit\b[^\n]*\n(?:\s*@[^\n]*\n)*\s*def\s+(\w+)")
 LIBRARY_LIKELY = re.compile(r"gemm|sm\d+_|implicit_convolve|winograd|fft", re.IGNORECASE)
 
 
@@ -59,6 +63,10 @@ def new_threads(before: set[int]) -> list[str]:
 
 def kernel_names(cuda_sources: list[str]) -> list[str]:
     return sorted({m.group(1) for src in cuda_sources for m in GLOBAL_NAME.finditer(src)})
+
+
+def triton_kernel_names(source: str) -> list[str]:
+    return sorted(set(TRITON_JIT.findall(source)))
 
 
 def attribute(kernels: list[tuple[str, float]], ours: list[str]) -> tuple[float, float, float]:

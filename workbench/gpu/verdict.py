@@ -10,6 +10,12 @@ Keys (all present; None where a phase did not run):
   ref_eager_ms, ref_eager_ci95_ms, ref_compile_ms, ref_compile_ci95_ms
   speedup_eager, speedup_eager_ci95, speedup_compile, speedup_compile_ci95
   floor_ms, roofline_fraction (floor / time), samples {candidate, eager, compile}
+                    floor_ms is the roofline estimate (counted FLOPs included); hard_floor_ms,
+                    floor_basis: the floor below_floor uses (declared FLOPs, bytes that must move)
+  baseline          {mode, matmul_tf32, cudnn_tf32, description, correctness}: how eager and
+                    torch.compile were timed (correctness is always strict fp32)
+  reference_precision, reference_error_rel (the fp32 reference's own error / output RMS),
+  input_independent (the reference gave one output for every input), pytorch_share
   flags             [{kind, reason}]; notes [{kind, reason}] (shown, never a flag); error (first real error lines); gpu; phase_s
 """
 from __future__ import annotations
@@ -20,7 +26,9 @@ KEYS = ("status", "verified", "compile_s", "cache_hit", "cache_key", "extensions
         "trials", "atol", "rtol", "max_abs_err", "max_rel_err", "trial_errors", "time_ms",
         "ci95_ms", "ref_eager_ms", "ref_eager_ci95_ms", "ref_compile_ms",
         "ref_compile_ci95_ms", "speedup_eager", "speedup_eager_ci95", "speedup_compile",
-        "speedup_compile_ci95", "floor_ms", "roofline_fraction", "samples", "flags", "notes", "error",
+        "speedup_compile_ci95", "floor_ms", "roofline_fraction", "hard_floor_ms", "floor_basis",
+        "baseline", "reference_precision", "reference_error_rel", "input_independent",
+        "pytorch_share", "samples", "flags", "notes", "error",
         "gpu", "phase_s")
 
 
@@ -66,6 +74,13 @@ def describe(v: dict) -> str:
         if v.get("floor_ms"):
             lines.append(f"roofline floor: {v['floor_ms']:.4f} ms "
                          f"(the kernel runs at {100 * (v.get('roofline_fraction') or 0):.0f}% of roofline speed)")
+        if v.get("hard_floor_ms") is not None:
+            lines.append(f"hard floor:     {v['hard_floor_ms']:.4f} ms ({v.get('floor_basis')})")
+    if v.get("baseline"):
+        b = v["baseline"]
+        lines.append(f"baselines: eager and torch.compile under {b['description']}; "
+                     f"correctness against {b['correctness']}"
+                     + (f" ({v['reference_precision']} reference)" if v.get("reference_precision") else ""))
     for flag in v.get("flags") or []:
         lines.append(f"flag [{flag['kind']}]: {flag['reason']}")
     for note in v.get("notes") or []:

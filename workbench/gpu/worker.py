@@ -15,7 +15,6 @@ import sys
 import threading
 import time
 import traceback
-import types
 from pathlib import Path
 
 
@@ -27,14 +26,6 @@ class Channel:
     def send(self, kind: str, **payload) -> None:
         self._f.write(json.dumps({"nonce": self._nonce, "type": kind, **payload}) + "\n")
         self._f.flush()
-
-
-def _exec_module(source: str, name: str) -> types.ModuleType:
-    module = types.ModuleType(name)
-    module.__file__ = f"<{name}>"
-    sys.modules[name] = module
-    exec(compile(source, f"<{name}>", "exec"), module.__dict__)
-    return module
 
 
 def _error_text(e: BaseException) -> str:
@@ -57,11 +48,12 @@ def main() -> None:
 
 
 def run(job: dict, chan: Channel) -> dict:
-    from workbench.gpu import buildhook
+    from workbench.gpu import buildhook, candidate_file
 
     chan.send("phase", phase="compiling")
     recorder = buildhook.BuildRecorder()
     buildhook.install(Path(job["cache_dir"]), recorder)
+    candidate_file.triton_cache_default(Path(job["cache_dir"]))
     import torch._dynamo  # noqa: F401 - it rewraps torch functions on import; snapshot after that
 
     from workbench.gpu import runtime_guards as rg
@@ -71,7 +63,7 @@ def run(job: dict, chan: Channel) -> dict:
     t0 = time.perf_counter()
     candidate, error = None, None
     try:
-        candidate = _exec_module(job["candidate_source"], "candidate")
+        candidate = candidate_file.import_source(job["candidate_source"])
     except BaseException as e:  # noqa: BLE001
         error = _error_text(e)
     # A failed build never reaches the recorder's clock: report the time spent trying.

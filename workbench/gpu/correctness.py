@@ -1,0 +1,259 @@
+"""Correctness of a candidate against what the reference itself can distinguish. Imports only
+torch and the standard library (runs inside the GPU worker, and in bench/kernelbench_sweep.py).
+
+Each trial draws fresh inputs from the problem's get_inputs() (scaled or shifted where that keeps
+the inputs' structure and the reference finite), runs the fp32 reference and a float64 copy of
+it, and judges the candidate against the float64 answer with slack for the fp32 reference's own
+rounding error. Repeated outputs and run-to-run differences count against the candidate only
+where the reference's own behaviour differs.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+
+import torch
+
+from workbench.gpu import inputs as inp
+from workbench.gpu import judge
+from workbench.gpu.compare import compare
+
+
+@dataclass
+class Answer:
+    """The reference's answer for one input set."""
+    refs: list                     # fp32 (the problem's dtype) outputs: shapes, dtypes, integers
+    truths: list                   # float64 outputs where available, else refs
+    slack: list[float]             # absolute slack per output (reference rounding + jitter)
+    err_rel: float = 0.0           # reference's own error RMS / output RMS (worst output)
+
+
+@dataclass
+class Outcome:
+    trials: int = 0
+    trial_errors: list = field(default_factory=list)
+    max_abs_err: float = 0.0
+    max_rel_err: float = 0.0
+    failure: str | None = None     # why the candidate is incorrect
+    unusable: str | None = None    # why nothing could be checked (the reference's fault)
+    flags: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
+    reference_precision: str = "float64"
+    reference_error_rel: float = 0.0
+    input_independent: bool = False
+    inputs: list = field(default_factory=list)   # structure() of the first draw
+    ref64: Reference64 | None = None             # the float64 reference, for later checks
+
+    def as_dict(self) -> dict:
+        return {"trials": self.trials, "trial_errors": self.trial_errors,
+                "max_abs_err": self.max_abs_err, "max_rel_err": self.max_rel_err,
+                "reference_precision": self.reference_precision,
+                "reference_error_rel": self.reference_error_rel,
+                "input_independent": self.input_independent}
+
+
+def _finite(tensors: list) -> bool:
+    return all(bool(torch.isfinite(t).all()) for t in tensors if t.is_floating_point())
+
+
+def _sync() -> None:
+    if inp.DEVICE == "cuda":
+        torch.cuda.synchronize()
+
+
+def _rms(t: torch.Tensor) -> float:
+    return float(t.double().pow(2).mean().sqrt()) if t.numel() else 0.0
+
+
+class Reference64:
+    """A float64 copy of the reference, made on first use; None-like when float64 fails."""
+
+    def __init__(self, ref: torch.nn.Module) -> None:
+        self._ref = ref
+        self.model = None
+        self.error: str | None = None
+
+    def __call__(self, base: list) -> list | None:
+        if self.error:
+            return None
+        try:
+            if self.model is None:
+                self.model = copy.deepcopy(self._ref).to(torch.float64)
+            out = inp.tensors(self.model(*inp.to_float64(inp.clone(base))))
+        except Exception as e:  # noqa: BLE001 - ops without float64 kernels: judge against fp32
+            self.error, self.model = f"{type(e).__name__}: {e}"[:200], None
+            return None
+        return [o.detach() for o in out]
+
+
+def answer(ref, ref64: Reference64, base: list, jitter_rel: list[float] | None = None) -> Answer | None:
+    """The reference's outputs for `base`, the float64 truth and the slack; None when the
+    reference gives NaN/inf here (the inputs, not the candidate, are to blame)."""
+    out = ref(*inp.clone(base))
+    refs = [o.detach().clone() for o in inp.tensors(out)]
+    for o in inp.tensors(out):
+        if o.is_floating_point():
+            o.fill_(float("nan"))  # scrub: the candidate must not find the answer here
+    del out
+    if not _finite(refs):
+        return None
+    truths = ref64(base)
+    if truths is None or len(truths) != len(refs) or not _finite(truths) or \
+            any(t.shape != r.shape for t, r in zip(truths, refs)):
+        truths = refs
+    slack, err_rel = [], 0.0
+    for k, (r, t) in enumerate(zip(refs, truths)):
+        if not r.is_floating_point() or t is r:
+            slack.append(0.0)
+            continue
+        err = _rms(r.double() - t.double())
+        scale = _rms(t)
+        jitter = (jitter_rel[k] if jitter_rel else 0.0) * scale
+        slack.append(judge.allowance(err, jitter))
+        err_rel = max(err_rel, err / scale if scale > 0 else (0.0 if err == 0 else float("inf")))
+    return Answer(refs, truths, slack, err_rel)
+
+
+def _jitter(ref, base: list, a: Answer) -> list[float]:
+    """The reference's own run-to-run difference on the same inputs, relative to its RMS."""
+    again = [o.detach() for o in inp.tensors(ref(*inp.clone(base)))]
+    rel = []
+    for r, o in zip(a.refs, again):
+        if not r.is_floating_point():
+            rel.append(0.0)
+            continue
+        scale = _rms(r)
+        diff = float((o.double() - r.double()).abs().max()) if r.numel() else 0.0
+        rel.append(diff / scale if scale > 0 else 0.0)
+    return rel
+
+
+def _fingerprint(tensors: list) -> list:
+    return [(float(g.double().sum()), g.reshape(-1)[:64].cpu()) for g in tensors]
+
+
+def _same_fingerprint(a, b) -> bool:
+    return len(a) == len(b) and all(x[0] == y[0] and torch.equal(x[1], y[1]) for x, y in zip(a, b))
+
+
+def _draw(problem, ref, ref64, seed: int, wanted: str, dropped: set, shape_info, jitter, outcome,
+          trial: int):
+    """Inputs and the reference's answer for one trial, redrawing while the reference is not
+    finite (a variant that broke it is dropped). None after MAX_REDRAWS failed draws."""
+    for attempt in range(judge.MAX_REDRAWS + 1):
+        dist, s = judge.next_draw(wanted, dropped, seed, attempt)
+        base = inp.generate(problem, s, dist, shape_info)
+        a = answer(ref, ref64, base, jitter)
+        if a is not None:
+            return dist, base, a
+        if dist != "default":
+            dropped.add(dist)
+        outcome.trial_errors.append({"trial": trial, "distribution": dist, "ok": None,
+                                     "reason": "reference gives NaN/inf on these inputs: redrawn"})
+    return None
+
+
+def check(problem, ref, cand, seeds: list[int], trials: int, atol: float, rtol: float,
+          beat=lambda: None) -> Outcome:
+    """Run `trials` checks of `cand` against `ref` on inputs from `seeds[1:]`."""
+    outcome = Outcome()
+    ref64 = outcome.ref64 = Reference64(ref)
+    first = inp.generate(problem, seeds[1], "default")
+    outcome.inputs = inp.structure(first)
+    del first
+    declared = getattr(problem, "INPUT_VARIANTS", None)
+    plan = judge.variant_plan(declared, trials)
+    dropped: set = set()
+    jitter = None
+    prev = None          # (candidate fingerprint, truths) of the last good trial
+    distinguishable_seen = False
+    with torch.no_grad():
+        for i, wanted in enumerate(plan):
+            beat()
+            drawn = _draw(problem, ref, ref64, seeds[1 + i], wanted, dropped, outcome.inputs,
+                          jitter, outcome, i)
+            if drawn is None:
+                outcome.unusable = (f"the reference gives NaN/inf on {judge.MAX_REDRAWS + 1} fresh "
+                                    "draws of its own inputs: nothing to check against")
+                return outcome
+            dist, base, a = drawn
+            if jitter is None:
+                jitter = _jitter(ref, base, a)
+                a.slack = [s + j * _rms(t) for s, j, t in zip(a.slack, jitter, a.truths)]
+            outcome.reference_error_rel = max(outcome.reference_error_rel, a.err_rel)
+            out_bytes = sum(r.numel() * r.element_size() for r in a.refs)
+            inp.poison_allocator(4 * out_bytes + (64 << 20))
+            cand_in = inp.clone(base)
+            beat()
+            got = cand(*cand_in)
+            _sync()
+            got_list = list(got) if isinstance(got, (list, tuple)) else [got]
+            c = compare(got_list, a.refs, atol, rtol, truth=a.truths, slack=a.slack)
+            entry = {"trial": i, "distribution": dist, "ok": c.ok, "max_abs_err": c.max_abs_err,
+                     "max_rel_err": c.max_rel_err, "reason": c.reason}
+            outcome.trial_errors.append(entry)
+            outcome.max_abs_err = max(outcome.max_abs_err, c.max_abs_err)
+            outcome.max_rel_err = max(outcome.max_rel_err, c.max_rel_err)
+            if not inp.same_values(cand_in, base):
+                _add(outcome.flags, "input_mutation", "the candidate modified its input tensors")
+            if not c.ok:
+                outcome.failure = outcome.failure or f"trial {i} ({dist} inputs): {c.reason}"
+                continue
+            fingerprint = _fingerprint(inp.tensors(got))
+            if prev is not None:
+                differ = not compare(a.truths, prev[1], atol, rtol, slack=a.slack).ok
+                distinguishable_seen = distinguishable_seen or differ
+                if judge.repeat_is_evidence(_same_fingerprint(fingerprint, prev[0]), differ):
+                    outcome.failure = outcome.failure or \
+                        f"trial {i}: same output as for different inputs"
+                    entry.update(ok=False, reason="same output as the previous trial, although "
+                                                  "the reference's outputs differ")
+                    continue
+            prev = (fingerprint, a.truths)
+            outcome.trials += 1
+            if i == 0:
+                _determinism(cand, base, got_list, a, atol, rtol, out_bytes, outcome, beat)
+            del got, got_list, cand_in
+    outcome.input_independent = prev is not None and outcome.trials > 1 and not distinguishable_seen
+    if ref64.error:
+        outcome.reference_precision = f"as the problem's dtype (float64 failed: {ref64.error})"
+    if outcome.input_independent:
+        _add(outcome.notes, "input_independent", "the reference gives the same output for every "
+             "input drawn: only that value is checked, and a repeated output is no evidence of "
+             "caching")
+    if outcome.reference_error_rel > 0.1:
+        _add(outcome.notes, "noise_level_output",
+             f"the reference's own rounding error is {100 * min(outcome.reference_error_rel, 9.99):.0f}%"
+             " of its output's RMS: the output is rounding noise, checked to that level only")
+    return outcome
+
+
+def _determinism(cand, base, got_list, a: Answer, atol, rtol, out_bytes, outcome, beat) -> None:
+    """The same inputs again, into freshly poisoned memory: the two runs may differ by what
+    the reference's own rounding and run-to-run differences allow, no more."""
+    inp.poison_allocator(4 * out_bytes + (64 << 20))
+    beat()
+    again = cand(*inp.clone(base))
+    _sync()
+    d = compare(again, got_list, atol, rtol, slack=a.slack)
+    if not d.ok:
+        _add(outcome.flags, "nondeterministic", f"two runs on the same inputs disagree: {d.reason}")
+
+
+def _add(items: list, kind: str, reason: str) -> None:
+    if not any(f["kind"] == kind for f in items):
+        items.append({"kind": kind, "reason": reason})
+
+
+def timing_slack(ref, strict: Answer, base: list) -> list[float]:
+    """Slack for comparing timed outputs with eager ones run under the baseline's math settings
+    (TF32 convolutions by default): that eager answer's own error against the strict one."""
+    with torch.no_grad():
+        eager = [o.detach().clone() for o in inp.tensors(ref(*inp.clone(base)))]
+    slack = []
+    for e, t, s in zip(eager, strict.truths, strict.slack):
+        if not e.is_floating_point() or t.shape != e.shape:
+            slack.append(s)
+            continue
+        slack.append(s + judge.allowance(_rms(e.double() - t.double())))
+    return slack
