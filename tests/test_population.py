@@ -233,3 +233,33 @@ def test_cli_bank_lesson_fork_compare(env, tmp_path, monkeypatch):
     assert out.exit_code == 0 and f"s{sid}@r1" in out.output
     out = runner.invoke(main, ["compare", "999", "--db", db])
     assert out.exit_code == 2 and "no session 999" in out.output
+
+
+def test_combine_merges_two_lineages_each_round(env):
+    store, relu, server = env
+    seen_prompts = []
+
+    def answer(prompt, request):
+        if "merges the strengths of both kernels" in prompt:
+            seen_prompts.append(prompt)
+            return Reply(text=kernel("correct 2.5", "combined"))
+        return Script({"Use float4 vectorized loads and stores.": ["correct 2.0"],
+                       "Unroll the loop four times.": ["correct 1.2"]})(prompt, request)
+
+    sid = run_session(store, relu, server, answer, rounds=2, ideas=3, impls=1, top_k=1,
+                      combine=True)
+    (combined,) = store.rows("kernels", "session_id = ? and origin = 'combine'", [sid])
+    first, second = combined["parent_id"], combined["second_parent_id"]
+    assert store.latest_evaluation(first)["speedup_eager"] == 2.0
+    assert first != second and store.latest_evaluation(combined["id"])["status"] == "correct"
+    (prompt,) = seen_prompts
+    assert f"Kernel {first}:" in prompt and f"Kernel {second}:" in prompt
+    idea = store.get("ideas", combined["idea_id"])
+    assert idea["author"] == "combine" and store.get("rounds", idea["round_id"])["n"] == 1
+    (call,) = calls(store, sid, "combine")
+    assert call["idea_id"] == idea["id"]
+    # The operator on demand: any two kernels, verified at once; a pair is combined once.
+    engine = Engine(store, sid, provider(server), FakeExecutor())
+    store.update("sessions", sid, status="running")
+    assert len(engine.combine(second, combined["id"])) == 1
+    assert len(store.rows("kernels", "origin = 'combine'")) == 2

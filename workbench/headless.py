@@ -16,7 +16,7 @@ from workbench.llm.factory import PROVIDERS
 from workbench.store_errors import MAX_ID
 
 _SEARCH_FLAGS = ("rounds", "ideas", "impls", "top_k", "repairs", "review", "budget_usd",
-                 "budget_tokens", "stop_at_roofline")
+                 "budget_tokens", "stop_at_roofline", "combine")
 _MINUTE_FLAGS = {"budget_minutes": "budget_wall_s", "budget_gpu_minutes": "budget_gpu_s"}
 _PROVIDER_FLAGS = ("reasoning_effort", "thinking_budget", "timeout_s", "retries", "concurrency")
 
@@ -203,6 +203,8 @@ def print_table(store, session_id: int) -> None:
 @click.option("--gpu", "gpus", multiple=True, help="GPU index to use (repeat or comma-separate).")
 @click.option("--timeout", "timeout_s", type=float, help="Seconds per LLM call (default 600).")
 @click.option("--retries", type=int, help="Retries on 429/5xx/timeouts (default 4).")
+@click.option("--combine/--no-combine", default=None,
+              help="From round 1, one kernel per round merging two lineages' best.")
 @click.option("--model-for", "model_for", multiple=True,
               help="ROLE=PROVIDER:MODEL[*WEIGHT][@BASE_URL]: a model for ideate, implement, "
                    "repair, refine, judge or combine (repeat for a weighted mix).")

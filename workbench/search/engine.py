@@ -102,7 +102,8 @@ class Engine(Pipelines):
                 "evaluate": lambda: self._evaluate(
                     queries.unevaluated_kernels(self.store, self.session_id)),
                 "repair": lambda: self._repair(
-                    policy.repairable(self.store, self.session_id, self.settings))}[action]
+                    policy.repairable(self.store, self.session_id, self.settings)),
+                "combine": self._combine_due}[action]
         self._work(work, None)
         return queries.session_status(self.store, self.session_id) == "running"
 
@@ -124,6 +125,17 @@ class Engine(Pipelines):
     def repair(self, kernel_ids: list[int]) -> list[int]:
         """Ask for fixes of failed kernels (one attempt each, then verify; chains continue)."""
         return self._work(lambda: self._repair(kernel_ids), [])
+
+    def combine(self, first: int, second: int) -> list[int]:
+        """Ask for one kernel merging the strengths of two kernels (the `combine` operator),
+        in the latest round; verify it, repairing within the budget."""
+        def work() -> list[int]:
+            latest = queries.latest_round(self.store, self.session_id)
+            if latest is None:
+                raise Stop("combine needs a round: run the session first")
+            kernel_id = self._combine(latest["id"], first, second)
+            return self._verify_and_repair(kernel_id) if kernel_id else []
+        return self._work(work, [])
 
     def run(self, review: Callable[[list[int]], None] | None = None) -> str:
         """Run the session as a pipeline (flow.py) until finished or stopped; `review(idea_ids)`

@@ -66,6 +66,11 @@ class Flow:
                 self._submit(("implement", idea["id"], slot),
                              lambda i=idea, n=slot: e._implement_call(i, n))
         latest = queries.latest_round(store, sid)
+        pair = latest and not self._busy("combine") and \
+            policy.combine_pair(store, sid, s, latest)
+        if pair:
+            self._submit(("combine", latest["id"]),
+                         lambda: e._combine(latest["id"], *pair))
         if self._busy("ideate"):
             return
         if latest is not None and policy.seeds_to_ideate(store, latest):
@@ -88,10 +93,11 @@ class Flow:
             return False
         if policy.pending_review(e.store, e.session_id, e.settings):
             return False
-        if any(key[0] in ("implement", "evaluate") for key in self.inflight.values()):
+        if any(key[0] in ("implement", "evaluate", "combine") for key in self.inflight.values()):
             return False
         return not (policy.implementable(e.store, e.session_id, e.settings)
-                    or queries.unevaluated_kernels(e.store, e.session_id))
+                    or queries.unevaluated_kernels(e.store, e.session_id)
+                    or policy.combine_pair(e.store, e.session_id, e.settings, latest))
 
     def _busy(self, kind: str) -> bool:
         return any(key[0] == kind for key in self.inflight.values())

@@ -179,7 +179,8 @@ class Pipelines:
 
     def _store_kernel(self, purpose: str, prompt: str, completion: Completion, idea: dict | None,
                       parent_id: int | None, attempt: int, repaired_id: int | None = None,
-                      evidence: dict | None = None) -> int | None:
+                      evidence: dict | None = None,
+                      second_parent: int | None = None) -> int | None:
         """Store the call and the kernel it wrote together (or the call alone, as a failure)."""
         code = extract_code(completion.text)
         error = None if code else "no code defining ModelNew in the response"
@@ -188,7 +189,8 @@ class Pipelines:
         original = None
         with self.store.transaction():   # the lookup and the insert together: no race
             call_id = self.calls.record(purpose, prompt, round_id,
-                                        idea_id if purpose == "implement" else None,
+                                        idea_id if purpose in ("implement", "combine")
+                                        else None,
                                         repaired_id, completion, error,
                                         None if code else "no_code", evidence)
             kernel_id = None
@@ -197,8 +199,11 @@ class Pipelines:
                                                    source_key(code))
                 kernel_id = self.store.add_kernel(
                     self.problem_id, code, session_id=self.session_id, idea_id=idea_id,
-                    parent_id=parent_id, origin="llm" if purpose == "implement" else "repair",
+                    parent_id=parent_id,
+                    origin={"implement": "llm", "combine": "combine"}.get(purpose, "repair"),
                     llm_call_id=call_id, attempt=attempt, duplicate_of=original)
+                if second_parent is not None:
+                    self.store.update("kernels", kernel_id, second_parent_id=second_parent)
         self.calls.done(call_id, purpose, completion, error)
         if kernel_id:
             self._emit(events.KernelAdded(kernel_id))
@@ -206,6 +211,35 @@ class Pipelines:
             self._emit(events.Progress(f"kernel {kernel_id} is kernel {original} again "
                                        "(same code, comments and layout aside): not verified"))
         return kernel_id
+
+    # -- combination -------------------------------------------------------------------------------
+    def _combine_due(self) -> list[int]:
+        """The round's combine, when one is due (verified, and repaired within the budget)."""
+        latest = queries.latest_round(self.store, self.session_id)
+        pair = latest and policy.combine_pair(self.store, self.session_id, self.settings,
+                                              latest)
+        if not pair:
+            return []
+        kernel_id = self._combine(latest["id"], *pair)
+        return self._verify_and_repair(kernel_id) if kernel_id else []
+
+    def _combine(self, round_id: int, first: int, second: int) -> int | None:
+        """Ask for one kernel merging two kernels' strengths; stored as the round's combine
+        idea (its seed the first kernel) and its kernel, both parents recorded."""
+        figures = [context.seed_text(self.store, self.problem_id, k) for k in (first, second)]
+        idea_id = self.store.add_idea(
+            round_id, f"Combine kernel {first} with kernel {second} (two lineages): keep "
+            "what makes each fast.", author="combine", seed_kernel_id=first,
+            status="implemented")
+        self._emit(events.IdeaAdded(idea_id))
+        prompt = self.prompts.render(
+            "combine", problem_name=self.problem.name, dtype=self.problem.dtype,
+            problem_source=self.problem.source.rstrip(), first=figures[0], second=figures[1],
+            conventions=self._conventions())
+        completion = self.calls.ask("combine", prompt, round_id, idea_id=idea_id)
+        return self._store_kernel("combine", prompt, completion,
+                                  self.store.get("ideas", idea_id), parent_id=first, attempt=0,
+                                  second_parent=second)
 
     # -- verification and repair -----------------------------------------------------------------
     def _verify_and_repair(self, kernel_id: int) -> list[int]:

@@ -56,6 +56,8 @@ def next_action(store: Store, session_id: int, settings: SearchSettings) -> str:
         return "repair"
     if implementable(store, session_id, settings):
         return "implement"
+    if latest is not None and combine_pair(store, session_id, settings, latest):
+        return "combine"
     if latest is None or latest["n"] + 1 < settings.rounds:
         return "ideate"
     return "done"
@@ -89,6 +91,25 @@ def choose_seeds(store: Store, session_id: int, problem_id: int, settings: Searc
             keys.add(key)
             chosen.append({"kernel_id": pinned, "cell": "", "reason": "pinned by you"})
     return chosen
+
+
+def combine_pair(store: Store, session_id: int, settings: SearchSettings,
+                 round_row: dict) -> tuple[int, int] | None:
+    """The two kernels a round's combine call merges, when one is due: the archive's fastest
+    and the fastest elite of another lineage, a pair not combined before."""
+    if not settings.combine or round_row["n"] < 1 or \
+            queries.round_has_combine(store, round_row["id"]):
+        return None
+    ranked = archive.elites(archive_entries(store, session_id, settings))
+    if len(ranked) < 2:
+        return None
+    best, done = ranked[0], queries.combined_pairs(store, session_id)
+    root = queries.lineage_root(store, best.kernel_id)
+    for other in ranked[1:]:
+        if queries.lineage_root(store, other.kernel_id) != root and \
+                frozenset((best.kernel_id, other.kernel_id)) not in done:
+            return best.kernel_id, other.kernel_id
+    return None
 
 
 def check_budget(settings: SearchSettings, tokens: int, dollars: float) -> None:

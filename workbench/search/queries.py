@@ -96,7 +96,7 @@ def repairable_kernels(store: Store, session_id: int, max_attempt: int,
     """Failed LLM kernels (latest verdict in `statuses`) below `max_attempt`, not yet repaired."""
     return [r["id"] for r in _q(
         store, f"select k.id from kernels k {LATEST} left join ideas i on i.id = k.idea_id "
-        "where k.session_id = ? and k.pruned = 0 and k.origin in ('llm', 'repair') "
+        "where k.session_id = ? and k.pruned = 0 and k.origin in ('llm', 'repair', 'combine') "
         "and k.attempt < ? and coalesce(i.status, '') != 'vetoed' "
         f"and e.status in ({', '.join(repr(s) for s in statuses)}) "
         "and not (e.status = 'flagged' and k.cleared = 1) and not exists (select 1 from "
@@ -142,6 +142,28 @@ def bank_seed_reason(store: Store, kernel_id: int) -> str:
         "select p.name, p.family from kernels k join problems p on p.id = k.problem_id "
         "where k.id = ?", [kernel_id]))
     return f"from the bank: written for {row['name']} ({row['family']})"
+
+
+def lineage_root(store: Store, kernel_id: int) -> int:
+    """The first ancestor of a kernel (following parent_id): its lineage."""
+    row = store.db.execute(
+        "with recursive chain(id, parent_id, depth) as (select id, parent_id, 0 from kernels "
+        "where id = ? union all select k.id, k.parent_id, c.depth + 1 from kernels k join "
+        "chain c on k.id = c.parent_id where c.depth < 1000) "
+        "select id from chain order by depth desc limit 1", [kernel_id]).fetchone()
+    return row[0] if row else kernel_id
+
+
+def combined_pairs(store: Store, session_id: int) -> set[frozenset]:
+    """The kernel pairs a combine call of the session was given already."""
+    return {frozenset((r["parent_id"], r["second_parent_id"])) for r in store.db.query(
+        "select parent_id, second_parent_id from kernels where session_id = ? and "
+        "origin = 'combine'", [session_id])}
+
+
+def round_has_combine(store: Store, round_id: int) -> bool:
+    return store.db.execute("select 1 from ideas where round_id = ? and author = 'combine'",
+                            [round_id]).fetchone() is not None
 
 
 def pinned_kernels(store: Store, problem_id: int) -> list[int]:
