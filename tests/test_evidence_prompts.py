@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 
 from llm_server import FakeExecutor
 from test_search_engine import Script, env, provider  # noqa: F401 - env is a fixture
@@ -84,7 +85,7 @@ def test_next_round_ideation_sees_the_seeds_evidence(env):
 def test_engineer_chooses_the_evidence_and_adds_a_note(env):
     store, problem, server = env
     sid = new_session(store, problem, "openai", "o3", server.openai_url,
-                      SearchSettings(rounds=1, ideas=1, impls=1, top_k=1, repairs=0))
+                      SearchSettings(rounds=1, ideas=1, impls=1, top_k=1, repairs=0, refines=0))
     assert _engine(store, sid, server).run() == "finished"
     (seed,) = [k["id"] for k in store.rows("kernels")]
     store.set_evidence_choice(seed, ["bottleneck"], "the tail block is idle: try a persistent grid")
@@ -103,3 +104,39 @@ def test_gpu_text_without_any_timed_run(tmp_path, monkeypatch):
     monkeypatch.setattr(render.cuda_env, "list_gpus", lambda: [])
     assert render.gpu_text(store, 1) == "No GPU measured yet (ceilings unknown)."
     assert render.bottleneck_of(store, None).startswith("not diagnosed yet")
+
+
+def test_refine_sends_the_top_kernel_back_with_its_evidence(env):
+    store, problem, server = env
+    server.responder = Script({"refine": "correct 3.0"})      # implementations run at 1.5x
+    sid = new_session(store, problem, "openai", "o3", server.openai_url,
+                      SearchSettings(rounds=1, ideas=1, impls=1, top_k=1, repairs=0, refines=2))
+    assert _engine(store, sid, server).run() == "finished"
+    (first,) = [k["id"] for k in store.rows("kernels", "origin = 'llm'")]
+    refines = store.rows("llm_calls", "purpose = 'refine'")
+    # Serial: the kernel, then its faster child (depth 1 < 2); the grandchild is depth 2.
+    children = store.rows("kernels", "origin = 'refine'")
+    assert [c["kernel_id"] for c in refines] == [first, children[0]["id"]]
+    assert [(c["parent_id"], c["attempt"]) for c in children] == [
+        (first, 1), (children[0]["id"], 2)]
+    prompt = refines[0]["prompt"]
+    assert "This kernel is correct. Make it faster" in prompt and f"Kernel {first}:" in prompt
+    assert "| relu_kernel |" in prompt and "Bottleneck: " in prompt
+    assert json.loads(refines[0]["evidence"])["kernel_id"] == first
+    # Every child is verified once, and its change from the parent is stored and shown.
+    for c in children:
+        assert len(store.rows("evaluations", "kernel_id = ?", [c["id"]])) == 1
+    change = store.kernel_profiles(children[0]["id"])["change"]
+    assert change["data"]["verdict"] == "faster" and change["data"]["parent_id"] == first
+    assert change["data"]["relative"] == pytest.approx(1.5 / 3.0 - 1)
+    assert change["summary"].startswith(f"kernel {first} -> this: 0.6667 -> 0.3333 ms (-50.0%")
+    assert "Change from its parent: kernel" in refines[1]["prompt"]
+
+
+@pytest.mark.parametrize("settings", [{"refines": 0}, {"eval": {"no_gpu": True}}])
+def test_no_refine_when_turned_off_or_without_a_gpu(env, settings):
+    store, problem, server = env
+    sid = new_session(store, problem, "openai", "o3", server.openai_url,
+                      SearchSettings.from_dict({"rounds": 1, "ideas": 1, "impls": 1, **settings}))
+    assert _engine(store, sid, server).run() == "finished"
+    assert store.rows("llm_calls", "purpose = 'refine'") == []

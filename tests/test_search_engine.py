@@ -63,6 +63,10 @@ class Script:
     def __call__(self, prompt: str, request) -> Reply:
         if "Propose" in prompt:
             return Reply(text=f"Sure.\n```json\n{self.ideas}\n```")
+        if "Make it faster on this GPU" in prompt:   # refine: the plan's "refine" entry
+            with self.lock:
+                n = self.counts["refine"] = self.counts.get("refine", 0) + 1
+            return Reply(text=kernel(self.plan.get("refine", "correct 1.0"), f"refine #{n}"))
         idea = re.search(r"## The idea (?:to implement|being implemented) \((\w+)\)\n\n(.*)\n",
                          prompt).group(2)
         key = ("repair:" if "Fix the attempt" in prompt else "") + idea
@@ -332,7 +336,8 @@ def test_human_controls_steer_seeds(env):
     flagged = "Unroll the loop four times."
     server.responder = Script({fast: ["correct 3.0"], slow: ["correct 1.1"],
                                flagged: ["flagged 50"]})
-    sid, engine = start(store, problem, server, rounds=1, ideas=3, impls=1, top_k=1, repairs=0)
+    sid, engine = start(store, problem, server, rounds=1, ideas=3, impls=1, top_k=1, repairs=0,
+                        refines=0)
     assert engine.run() == "finished"
     by_idea = {store.get("ideas", k["idea_id"])["text"]: k["id"] for k in store.rows("kernels")}
     # Pinned kernels seed; pruned branches don't; flagged kernels seed only once cleared.

@@ -36,7 +36,7 @@ def test_a_model_that_always_answers_the_same(env):
     server.responder = same
     executor = FakeExecutor()
     sid = new_session(store, problem, "openai", "o3", server.openai_url,
-                      SearchSettings(rounds=2, ideas=3, impls=2, top_k=4))
+                      SearchSettings(rounds=2, ideas=3, impls=2, top_k=4, refines=0))
     assert Engine(store, sid, provider(server), executor).run() == "finished"
 
     kernels = store.rows("kernels", "session_id = ?", [sid])

@@ -15,7 +15,7 @@ from workbench.cli_options import db_option, fail, open_store
 from workbench.llm.factory import PROVIDERS
 from workbench.store_errors import MAX_ID
 
-_SEARCH_FLAGS = ("rounds", "ideas", "impls", "top_k", "repairs", "review", "budget_usd",
+_SEARCH_FLAGS = ("rounds", "ideas", "impls", "top_k", "repairs", "refines", "review", "budget_usd",
                  "budget_tokens", "stop_at_roofline", "combine")
 _MINUTE_FLAGS = {"budget_minutes": "budget_wall_s", "budget_gpu_minutes": "budget_gpu_s"}
 _PROVIDER_FLAGS = ("reasoning_effort", "thinking_budget", "timeout_s", "retries", "concurrency")
@@ -185,6 +185,8 @@ def print_table(store, session_id: int) -> None:
 @click.option("--impls", type=int, help="Implementations M per idea (default 2).")
 @click.option("--top-k", type=int, help="Best kernels that seed the next round (default 4).")
 @click.option("--repairs", type=int, help="Repair attempts per failed kernel (default 1).")
+@click.option("--refines", type=int, help="Refinements (a correct kernel sent back with its "
+              "hardware evidence to be made faster) for each round's top-k (default 1).")
 @click.option("--review/--no-review", default=None, help="Pause after ideation for approval.")
 @click.option("--budget-usd", type=float, help="Stop when the session has spent this much.")
 @click.option("--budget-tokens", type=int, help="Stop when the session has used this many tokens.")
@@ -332,7 +334,7 @@ def run(problem: str | None, provider: str | None, model: str | None, base_url: 
         (f", budget {s.budget_tokens:,} tokens" if s.budget_tokens is not None else "")
     click.echo(f"session {session_id}: {engine.problem.name} with {llm.describe()}; "
                f"{s.rounds} rounds x {s.ideas} ideas x {s.impls} impls, top {s.top_k}, "
-               f"{s.repairs} repairs{budget}" + (", no GPU (unverified)" if s.eval.no_gpu else ""))
+               f"{s.repairs} repairs, {s.refines} refines{budget}" + (", no GPU (unverified)" if s.eval.no_gpu else ""))
     previous = signal.signal(signal.SIGINT, interrupt_handler(engine, executor, printer))
     try:
         outcome = engine.run(review=(lambda ids: terminal_review(store, ids))

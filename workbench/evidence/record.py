@@ -1,7 +1,7 @@
 """Store the evidence a verdict carries as `profiles` rows (called where verdicts are stored)."""
 from __future__ import annotations
 
-from workbench.evidence import diagnose
+from workbench.evidence import change, diagnose
 from workbench.store import Store
 
 
@@ -35,3 +35,11 @@ def store_verdict(store: Store, kernel_id: int, evaluation_id: int, verdict: dic
     ncu = store.kernel_profiles(kernel_id).get("ncu")
     verdict_class = diagnose.classify(data, ncu["data"] if ncu else None)
     store.add_profile(kernel_id, "bottleneck", verdict_class, verdict_class["line"], evaluation_id)
+    kernel = store.get("kernels", kernel_id)
+    parent = store.kernel_profiles(kernel["parent_id"]) if kernel["parent_id"] else {}
+    if "runtime" in parent:
+        pclass = parent["bottleneck"]["data"]["class"] if "bottleneck" in parent else None
+        diff = change.compare(kernel["parent_id"], store.get("kernels", kernel["parent_id"])["source"],
+                              kernel["source"], parent["runtime"]["data"], data, pclass,
+                              verdict_class["class"])
+        store.add_profile(kernel_id, "change", diff, diff["summary"], evaluation_id)

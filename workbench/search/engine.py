@@ -27,12 +27,13 @@ from workbench.search.calls import LLMCalls, ModelMix, RunControl
 from workbench.search.flow import Flow
 from workbench.search.models import build_roles
 from workbench.search.pipelines import Pipelines
+from workbench.search.refine import Refining
 from workbench.search.sessions import problem_of
 from workbench.search.settings import SearchError, SearchSettings, Stop, default_concurrency
 from workbench.store import Store
 
 
-class Engine(Pipelines):
+class Engine(Pipelines, Refining):
     """Drives one session. Thread-safe to `cancel()` from anywhere; `run()` from one thread."""
 
     def __init__(self, store: Store, session_id: int, provider: Provider | None,
@@ -103,7 +104,9 @@ class Engine(Pipelines):
                     queries.unevaluated_kernels(self.store, self.session_id)),
                 "repair": lambda: self._repair(
                     policy.repairable(self.store, self.session_id, self.settings)),
-                "combine": self._combine_due}[action]
+                "combine": self._combine_due,
+                "refine": lambda: self._refine(
+                    policy.refinable(self.store, self.session_id, self.settings))}[action]
         self._work(work, None)
         return queries.session_status(self.store, self.session_id) == "running"
 

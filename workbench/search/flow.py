@@ -58,6 +58,8 @@ class Flow:
             self._submit(("evaluate", kid), lambda k=kid: e._evaluate([k]))
         for kid in policy.repairable(store, sid, s):
             self._submit(("repair", kid), lambda k=kid: e._repair_one(k))
+        for kid in policy.refinable(store, sid, s):
+            self._submit(("refine", kid), lambda k=kid: e._refine_call(k))
         for idea, missing in policy.implementable(store, sid, s):
             running = sum(1 for key in self.inflight.values()
                           if key[0] == "implement" and key[1] == idea["id"])
@@ -93,11 +95,13 @@ class Flow:
             return False
         if policy.pending_review(e.store, e.session_id, e.settings):
             return False
-        if any(key[0] in ("implement", "evaluate", "combine") for key in self.inflight.values()):
+        if any(key[0] in ("implement", "evaluate", "combine", "refine")
+               for key in self.inflight.values()):
             return False
         return not (policy.implementable(e.store, e.session_id, e.settings)
                     or queries.unevaluated_kernels(e.store, e.session_id)
-                    or policy.combine_pair(e.store, e.session_id, e.settings, latest))
+                    or policy.combine_pair(e.store, e.session_id, e.settings, latest)
+                    or policy.refinable(e.store, e.session_id, e.settings))
 
     def _busy(self, kind: str) -> bool:
         return any(key[0] == kind for key in self.inflight.values())

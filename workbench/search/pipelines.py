@@ -27,6 +27,9 @@ from workbench.search.settings import SearchSettings, Stop
 from workbench.source_key import source_key, text_key
 from workbench.store import Store
 
+ORIGINS = {"implement": "llm", "repair": "repair", "refine": "refine",   # call -> kernel origin
+           "combine": "combine"}
+
 
 class Pipelines:
     store: Store
@@ -199,8 +202,7 @@ class Pipelines:
                                                    source_key(code))
                 kernel_id = self.store.add_kernel(
                     self.problem_id, code, session_id=self.session_id, idea_id=idea_id,
-                    parent_id=parent_id,
-                    origin={"implement": "llm", "combine": "combine"}.get(purpose, "repair"),
+                    parent_id=parent_id, origin=ORIGINS[purpose],
                     llm_call_id=call_id, attempt=attempt, duplicate_of=original)
                 if second_parent is not None:
                     self.store.update("kernels", kernel_id, second_parent_id=second_parent)

@@ -32,6 +32,16 @@ def repairable(store: Store, session_id: int, settings: SearchSettings) -> list[
     return queries.repairable_kernels(store, session_id, settings.repairs, REPAIRABLE)
 
 
+def refinable(store: Store, session_id: int, settings: SearchSettings) -> list[int]:
+    """Correct kernels among each round's top-k to send back with their evidence, once the
+    round's implementations are all verified (so the top-k is settled), never without a GPU."""
+    if settings.refines <= 0 or settings.eval.no_gpu:
+        return []
+    if implementable(store, session_id, settings) or queries.unevaluated_kernels(store, session_id):
+        return []
+    return queries.refinable_kernels(store, session_id, settings.top_k, settings.refines)
+
+
 def implementable(store: Store, session_id: int,
                   settings: SearchSettings) -> list[tuple[dict, int]]:
     """(idea, implementations still to write) for approved ideas short of M."""
@@ -41,7 +51,7 @@ def implementable(store: Store, session_id: int,
 
 
 def next_action(store: Store, session_id: int, settings: SearchSettings) -> str:
-    """ideate | review | evaluate | repair | implement | done | stopped | finished."""
+    """ideate | review | evaluate | repair | implement | refine | done | stopped | finished."""
     status = queries.session_status(store, session_id)
     if status in ("stopped", "finished"):
         return status
@@ -56,6 +66,8 @@ def next_action(store: Store, session_id: int, settings: SearchSettings) -> str:
         return "repair"
     if implementable(store, session_id, settings):
         return "implement"
+    if refinable(store, session_id, settings):
+        return "refine"
     if latest is not None and combine_pair(store, session_id, settings, latest):
         return "combine"
     if latest is None or latest["n"] + 1 < settings.rounds:

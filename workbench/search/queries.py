@@ -104,6 +104,21 @@ def repairable_kernels(store: Store, session_id: int, max_attempt: int,
         "order by k.id", [session_id, max_attempt])]
 
 
+def refinable_kernels(store: Store, session_id: int, top_k: int, max_depth: int) -> list[int]:
+    """Each round's top-k fastest eligible kernels whose refinement chain is shorter than
+    max_depth (a refined kernel's attempt counts its depth) and which were not refined yet."""
+    return [r["id"] for r in _q(
+        store, "select id from (select k.id, row_number() over (partition by i.round_id "
+        "order by e.time_ms, k.id) as rank from kernels k "
+        f"{LATEST} join ideas i on i.id = k.idea_id where k.session_id = ? and k.pruned = 0 "
+        f"and e.time_ms is not null and {_eligible_sql(False)} and k.duplicate_of is null "
+        "and coalesce(i.status, '') != 'vetoed' "
+        "and (case when k.origin = 'refine' then k.attempt else 0 end) < ? "
+        "and not exists (select 1 from llm_calls c where c.kernel_id = k.id and "
+        f"c.purpose = 'refine' and {CONSUMED})) where rank <= ? order by id",
+        [session_id, max_depth, top_k])]
+
+
 def ideas_with_impl_counts(store: Store, session_id: int, statuses: tuple[str, ...]) -> list[dict]:
     """Ideas in `statuses` whose seed is not pruned, each with `done`: implement calls made."""
     marks = ", ".join("?" for _ in statuses)

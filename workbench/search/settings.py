@@ -21,6 +21,7 @@ class SearchSettings:
     impls: int = 2                # M implementations per approved idea
     top_k: int = 4                # k best kernels seed the next round
     repairs: int = 1              # repair attempts per failed implementation
+    refines: int = 1              # serial "make it faster" calls for each round's top-k kernels
     review: bool = False          # ideas wait for a human before implementation
     budget_usd: float | None = None
     budget_tokens: int | None = None
