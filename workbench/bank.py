@@ -6,9 +6,11 @@ the best related kernels as examples. Duplicates (same normalised source) appear
 """
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 
+from workbench.source_key import source_key
 from workbench.techniques import SHORT, signature
 from workbench.store import Store
 
@@ -87,9 +89,10 @@ def entries(store: Store) -> list[dict]:
         "order by p.name, e.time_ms, k.id")
     out, seen = [], set()
     for row in rows:
-        if (row["problem_id"], row["source_key"]) in seen:
+        key = (row["problem_id"], row["source_key"] or source_key(row["source"]))
+        if key in seen:
             continue
-        seen.add((row["problem_id"], row["source_key"]))
+        seen.add(key)
         techniques = signature(row.pop("source"))
         out.append({**row, "shape": shape_class(row["flops"], row["min_bytes"]),
                     "techniques": [SHORT[t] for t in techniques]})
@@ -153,3 +156,17 @@ def format_table(found: list[dict]) -> str:
                      f"{e['family'][:13]:<13} {e['dtype'][:9]:<9} {e['shape']:<15} "
                      f"{e['time_ms']:>9.4f} {speed:>8}  {'+'.join(e['techniques']) or 'plain'}")
     return "\n".join(lines)
+
+
+def add_seed(store: Store, session_id: int, kernel_id: int) -> None:
+    """Seed the session's next round with a bank kernel (any problem's); kept in its settings."""
+    session = store.find("sessions", session_id)
+    if session is None:
+        raise ValueError(f"no session {session_id}")
+    if store.find("kernels", kernel_id) is None:
+        raise ValueError(f"no kernel {kernel_id}")
+    settings = json.loads(session["settings"] or "{}")
+    seeds = settings.setdefault("seed_kernels", [])
+    if kernel_id not in seeds:
+        seeds.append(kernel_id)
+    store.update("sessions", session_id, settings=settings)

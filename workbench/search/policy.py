@@ -6,6 +6,8 @@ carries these decisions out.
 """
 from __future__ import annotations
 
+import json
+
 from workbench.search import archive, queries
 from workbench.search.archive import Entry, signature
 from workbench.search.settings import SearchSettings, Stop
@@ -87,15 +89,19 @@ def choose_seeds(store: Store, session_id: int, problem_id: int, settings: Searc
     """Round n's seeds, each {kernel_id, cell, reason}: the reference for round 0, else up to
     top_k drawn across the archive's cells; kernels the user pinned always seed. No kernel
     (nor two with the same normalised source) seeds twice in a round."""
+    seeded = queries.seeded_kernels(store, session_id)
     if n == 0:
         chosen = [{"kernel_id": None, "cell": "", "reason": "round 0 starts from the reference"}]
-        chosen += [{"kernel_id": k, "cell": "", "reason": queries.bank_seed_reason(store, k)}
-                   for k in settings.seed_kernels if queries.kernel_exists(store, k)]
     else:
         seeds = archive.choose(archive_entries(store, session_id, settings), settings.top_k,
-                               queries.seeded_kernels(store, session_id))
+                               seeded)
         chosen = [s.to_dict() for s in seeds] or [
             {"kernel_id": None, "cell": "", "reason": "no kernel may seed yet: the reference"}]
+    # Kernels picked from the bank seed the next round to start, once.
+    chosen += [{"kernel_id": k, "cell": "", "reason": queries.bank_seed_reason(store, k)}
+               for k in settings.seed_kernels
+               if k not in seeded and queries.kernel_exists(store, k)
+               and all(c["kernel_id"] != k for c in chosen)]
     keys = {queries.kernel_source_key(store, s["kernel_id"]) for s in chosen}
     for pinned in queries.pinned_kernels(store, problem_id):
         key = queries.kernel_source_key(store, pinned)
@@ -155,3 +161,16 @@ def goal_reached(store: Store, session_id: int, settings: SearchSettings) -> str
         return (f"finished early: kernel {best[0]} runs at {100 * best[1]:.0f}% of the "
                 f"roofline floor's speed (goal {100 * settings.stop_at_roofline:.0f}%)")
     return None
+
+
+def archive_summary(store: Store, session_id: int, settings: SearchSettings) -> dict:
+    """The archive as it stands (each cell's best kernel, fastest first) and, per round, the
+    seeds with the reason each was chosen: what the app's archive view shows."""
+    cells = [{"cell": e.cell_label, "kernel_id": e.kernel_id, "time_ms": e.time_ms,
+              "ci95_ms": [e.ci_lo, e.ci_hi]}
+             for e in archive.elites(archive_entries(store, session_id, settings))]
+    rounds = [{"n": r["n"], "seeds": json.loads(r["seed_reasons"] or "[]") or
+               [{"kernel_id": k, "cell": "", "reason": "(reason not recorded)"}
+                for k in queries.round_seeds(r)]}
+              for r in store.rows("rounds", "session_id = ?", [session_id], order_by="n")]
+    return {"cells": cells, "rounds": rounds}

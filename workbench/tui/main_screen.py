@@ -23,6 +23,7 @@ from workbench.tui.decisions import DecisionActions
 from workbench.tui.engine_actions import EngineActions
 from workbench.tui.idea_pane import IdeaPane
 from workbench.tui.modals import SearchScreen
+from workbench.tui.population_views import POPULATION_BINDINGS, PopulationActions
 from workbench.tui.round_plot import RoundPlot
 from workbench.tui.source_pane import SourcePane
 from workbench.tui.status_line import StatusLine
@@ -30,12 +31,12 @@ from workbench.tui.tree import KernelTree, NodeRef
 
 IDEA_ACTIONS = {"approve", "veto", "edit_idea", "edit_idea_external"}
 KERNEL_ACTIONS = {"evaluate", "edit_kernel", "prune", "pin", "clear_flag", "export",
-                  "toggle_source", "toggle_diff"}
+                  "toggle_source", "toggle_diff", "lesson"}
 # Always first in the footer, whatever else applies (binding ids).
 ALWAYS_SHOWN = ("quit", "help", "palette")
 
 
-class MainScreen(EngineActions, DecisionActions, Screen):
+class MainScreen(EngineActions, DecisionActions, PopulationActions, Screen):
     BINDINGS = [
         Binding("n", "ideate", "Ideate", id="ideate",
                 tooltip="Start the next round (on a finished session: add one): the LLM "
@@ -70,6 +71,7 @@ class MainScreen(EngineActions, DecisionActions, Screen):
                 tooltip="Compile and time the session's kernels that have no verdict"),
         Binding("K", "cancel", "Cancel work", id="cancel"),
         Binding("z", "zoom", "Zoom", id="zoom"),
+        *POPULATION_BINDINGS,
     ]
 
     def __init__(self, store, bridge) -> None:
