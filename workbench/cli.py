@@ -113,11 +113,15 @@ def report(selectors: tuple[str, ...], as_json: bool, db_path: str | None) -> No
 @click.option("--trials", type=click.IntRange(5, 100), default=6, show_default=True)
 @click.option("--time-budget", type=float, default=4.0, show_default=True,
               help="Seconds of A/B timing before the loop stops without reaching its CI target.")
+@click.option("--baseline", type=click.Choice(["default", "strict", "tf32"]), default="default",
+              show_default=True,
+              help="Math settings eager and torch.compile are timed under (default: PyTorch's, "
+                   "cuDNN TF32 on). Correctness is always strict fp32.")
 @db_option
 def eval_command(problem: str, candidate: str, as_json: bool, gpus: tuple[int, ...],
                  no_gpu: bool, compile_timeout_s: float, atol: float | None,
                  rtol: float | None, trials: int,
-                 time_budget: float, db_path: str | None) -> None:
+                 time_budget: float, baseline: str, db_path: str | None) -> None:
     """Compile, check and time CANDIDATE.py (a KernelBench solution defining ModelNew) against
     PROBLEM (a library name or a path). Exit code 0: correct (or unverified with --no-gpu);
     1: any other verdict; 2: bad input."""
@@ -139,7 +143,8 @@ def eval_command(problem: str, candidate: str, as_json: bool, gpus: tuple[int, .
     store = open_store(db_path)
     kernel_id = store.add_kernel(store.upsert_problem(prob), source, origin="file")
     settings = EvalSettings(atol=atol, rtol=rtol, trials=trials, time_budget_s=time_budget,
-                            no_gpu=no_gpu, compile_timeout_s=compile_timeout_s)
+                            no_gpu=no_gpu, compile_timeout_s=compile_timeout_s,
+                            baseline=baseline)
 
     def progress(label: str, phase: str) -> None:
         if not as_json:

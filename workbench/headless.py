@@ -202,6 +202,10 @@ def print_table(store, session_id: int) -> None:
 @click.option("--atol", type=float, help="Absolute tolerance (default: the problem's).")
 @click.option("--rtol", type=float, help="Relative tolerance (default: the problem's).")
 @click.option("--no-gpu", is_flag=True, help="Compile and static guards only; kernels unverified.")
+@click.option("--baseline", type=click.Choice(["default", "strict", "tf32"]),
+              help="Math settings eager and torch.compile are timed under: PyTorch's defaults "
+                   "(cuDNN TF32 on), strict fp32, or TF32 everywhere (default: default). "
+                   "Correctness is always strict fp32.")
 @click.option("--gpu", "gpus", multiple=True, help="GPU index to use (repeat or comma-separate).")
 @click.option("--timeout", "timeout_s", type=float, help="Seconds per LLM call (default 600).")
 @click.option("--retries", type=int, help="Retries on 429/5xx/timeouts (default 4).")
@@ -225,6 +229,7 @@ def print_table(store, session_id: int) -> None:
 @db_option
 def run(problem: str | None, provider: str | None, model: str | None, base_url: str | None,
         atol: float | None, rtol: float | None, compile_timeout_s: float | None, no_gpu: bool,
+        baseline: str | None,
         gpus: tuple[str, ...],
         prices_path: str | None, prompts_dir: str | None, resume_id: int | None,
         db_path: str | None, **flags) -> None:
@@ -268,7 +273,8 @@ def run(problem: str | None, provider: str | None, model: str | None, base_url: 
         hold_session(store, resume_id)   # before anything changes the session
         stored = store.settings(resume_id)
         eval_overrides = {k: v for k, v in (("atol", atol), ("rtol", rtol),
-                                            ("compile_timeout_s", compile_timeout_s))
+                                            ("compile_timeout_s", compile_timeout_s),
+                                            ("baseline", baseline))
                           if v is not None}
         if no_gpu:
             eval_overrides["no_gpu"] = True
@@ -310,7 +316,8 @@ def run(problem: str | None, provider: str | None, model: str | None, base_url: 
         from workbench.gpu.executor import EvalSettings
 
         settings = SearchSettings.from_dict(search_flags)
-        settings.eval = EvalSettings(atol=atol, rtol=rtol, no_gpu=no_gpu)
+        settings.eval = EvalSettings(atol=atol, rtol=rtol, no_gpu=no_gpu,
+                                     baseline=baseline or "default")
         settings.seed_kernels = _seed_kernels(store, flags["seed_kernels"],
                                               flags["bank_query"], settings.top_k)
         if compile_timeout_s is not None:
