@@ -98,3 +98,42 @@ def test_problem_argument_opens_its_session_or_the_picker(tmp_path, tmux_factory
     assert "Start (ctrl+s)" in screen
     other.keys("Escape", "q")
     other.wait_for("EXIT=0")
+
+
+def test_the_new_user_trial_in_a_real_terminal(tmp_path, tmux_factory):
+    """Issue 12's trial at 80x24: the footer, prune a kernel with a repair and hide dropped,
+    a key that cannot act, quit while kernels compile; a misspelt problem."""
+    store = small_db(tmp_path / "k.db")
+    parent = store.db.execute("select id, idea_id, problem_id, session_id from kernels "
+                              "where idea_id = 1 order by id limit 1").fetchone()
+    child = store.add_kernel(parent[2], "# a repair\n", session_id=parent[3],
+                             idea_id=parent[1], parent_id=parent[0], origin="repair", attempt=1)
+    term = tmux_factory(f"--db {tmp_path / 'k.db'}")
+    screen = term.wait_for("session 1", "best/round")
+    footer = screen.rstrip("\n").splitlines()[-1]
+    assert footer.startswith("q Quit ? Help ^p Palette") and "palettet" not in screen
+    term.keys("Down", "Right", "Down", "Right", "Down")
+    term.wait_for(f"k{parent[0]} · CUDA")
+    term.keys("x", "Right")
+    term.wait_for(f"✂ k{child}")
+    term.keys("f")
+    screen = term.wait_for("hidden")
+    assert f"k{child}" not in screen.split("▕")[0] and "Traceback" not in screen
+    term.keys("a")                                  # approve: not on a kernel
+    term.wait_for("select an idea first")
+    # A session with kernels without a verdict: R starts compiling, q asks first.
+    term.keys("k", "k", "k")
+    term.keys("R")
+    term.wait_for("GPU queue 1")
+    term.keys("q")
+    term.wait_for("Quit while work is running?", "no verdict")
+    term.keys("y")
+    term.wait_for("EXIT=0", timeout=30)
+    pending = store.db.execute("select count(*) from kernels k where not exists (select 1 from "
+                               "evaluations e where e.kernel_id = k.id)").fetchone()[0]
+    assert pending >= 1
+    # A misspelt problem is one line, and no database appears.
+    typo = tmux_factory(f"--db {tmp_path / 'new.db'} softmx")
+    screen = typo.wait_for("EXIT=2")
+    assert "did you mean softmax" in " ".join(screen.split())
+    assert not (tmp_path / "new.db").exists()

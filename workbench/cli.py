@@ -108,10 +108,12 @@ def report(selectors: tuple[str, ...], as_json: bool, db_path: str | None) -> No
 @click.option("--compile-timeout", "compile_timeout_s", type=click.FloatRange(1), default=300.0,
               show_default=True, help="Seconds the build may take before the verdict is "
                                       "`timeout`.")
-@click.option("--atol", type=float, default=None, help="Override the problem's absolute tolerance.")
-@click.option("--rtol", type=float, default=None, help="Override the problem's relative tolerance.")
+@click.option("--atol", type=click.FloatRange(0), default=None,
+              help="Override the problem's absolute tolerance.")
+@click.option("--rtol", type=click.FloatRange(0), default=None,
+              help="Override the problem's relative tolerance.")
 @click.option("--trials", type=click.IntRange(5, 100), default=6, show_default=True)
-@click.option("--time-budget", type=float, default=4.0, show_default=True,
+@click.option("--time-budget", type=click.FloatRange(0, min_open=True), default=4.0, show_default=True,
               help="Seconds of A/B timing before the loop stops without reaching its CI target.")
 @click.option("--baseline", type=click.Choice(["default", "strict", "tf32"]), default="default",
               show_default=True,

@@ -179,17 +179,21 @@ def print_table(store, session_id: int) -> None:
 @click.option("--base-url", help="API base URL (proxies, gateways, local servers).")
 @click.option("--reasoning-effort", type=click.Choice(["minimal", "low", "medium", "high"]),
               help="OpenAI reasoning models: how hard to think.")
-@click.option("--thinking-budget", type=int, help="Gemini: thinking tokens per call.")
-@click.option("--rounds", type=int, help="Rounds R (default 5).")
-@click.option("--ideas", type=int, help="Ideas N per seed per round (default 4).")
-@click.option("--impls", type=int, help="Implementations M per idea (default 2).")
-@click.option("--top-k", type=int, help="Best kernels that seed the next round (default 4).")
-@click.option("--repairs", type=int, help="Repair attempts per failed kernel (default 1).")
-@click.option("--refines", type=int, help="Refinements (a correct kernel sent back with its "
-              "hardware evidence to be made faster) for each round's top-k (default 1).")
+@click.option("--thinking-budget", type=click.IntRange(0), help="Gemini: thinking tokens per call.")
+@click.option("--rounds", type=click.IntRange(1), help="Rounds R (default 5).")
+@click.option("--ideas", type=click.IntRange(1), help="Ideas N per seed per round (default 4).")
+@click.option("--impls", type=click.IntRange(1), help="Implementations M per idea (default 2).")
+@click.option("--top-k", type=click.IntRange(1),
+              help="Best kernels that seed the next round (default 4).")
+@click.option("--repairs", type=click.IntRange(0),
+              help="Repair attempts per failed kernel (default 1).")
+@click.option("--refines", type=click.IntRange(0), help="Refinements (a correct kernel sent back "
+              "with its hardware evidence to be made faster) for each round's top-k (default 1).")
 @click.option("--review/--no-review", default=None, help="Pause after ideation for approval.")
-@click.option("--budget-usd", type=float, help="Stop when the session has spent this much.")
-@click.option("--budget-tokens", type=int, help="Stop when the session has used this many tokens.")
+@click.option("--budget-usd", type=click.FloatRange(0),
+              help="Stop when the session has spent this much.")
+@click.option("--budget-tokens", type=click.IntRange(0),
+              help="Stop when the session has used this many tokens.")
 @click.option("--budget-minutes", type=click.FloatRange(min=0, min_open=True),
               help="Stop this run after this many minutes (resume to continue).")
 @click.option("--budget-gpu-minutes", type=click.FloatRange(min=0, min_open=True),
@@ -199,16 +203,19 @@ def print_table(store, session_id: int) -> None:
 @click.option("--compile-timeout", "compile_timeout_s", type=click.FloatRange(1),
               help="Seconds one kernel's build may take before its verdict is `timeout` "
                    "(default 300).")
-@click.option("--atol", type=float, help="Absolute tolerance (default: the problem's).")
-@click.option("--rtol", type=float, help="Relative tolerance (default: the problem's).")
+@click.option("--atol", type=click.FloatRange(0),
+              help="Absolute tolerance (default: the problem's).")
+@click.option("--rtol", type=click.FloatRange(0),
+              help="Relative tolerance (default: the problem's).")
 @click.option("--no-gpu", is_flag=True, help="Compile and static guards only; kernels unverified.")
 @click.option("--baseline", type=click.Choice(["default", "strict", "tf32"]),
               help="Math settings eager and torch.compile are timed under: PyTorch's defaults "
                    "(cuDNN TF32 on), strict fp32, or TF32 everywhere (default: default). "
                    "Correctness is always strict fp32.")
 @click.option("--gpu", "gpus", multiple=True, help="GPU index to use (repeat or comma-separate).")
-@click.option("--timeout", "timeout_s", type=float, help="Seconds per LLM call (default 600).")
-@click.option("--retries", type=int, help="Retries on 429/5xx/timeouts (default 4).")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(0, min_open=True),
+              help="Seconds per LLM call (default 600).")
+@click.option("--retries", type=click.IntRange(0), help="Retries on 429/5xx/timeouts (default 4).")
 @click.option("--combine/--no-combine", default=None,
               help="From round 1, one kernel per round merging two lineages' best.")
 @click.option("--model-for", "model_for", multiple=True,
@@ -218,7 +225,7 @@ def print_table(store, session_id: int) -> None:
               help="A kernel (any problem's) to seed round 0 with, besides the reference.")
 @click.option("--seed-from-bank", "bank_query",
               help="Seed round 0 with the best bank kernels matching QUERY (see `bank`).")
-@click.option("--concurrency", type=int,
+@click.option("--concurrency", type=click.IntRange(1),
               help="LLM calls at once (default: a round's ideas x impls, at least 4).")
 @click.option("--prices", "prices_path", type=click.Path(dir_okay=False),
               help="Price table (TOML) overriding the built-in one.")
