@@ -11,6 +11,7 @@ import json
 import random
 from pathlib import Path
 
+from workbench import verdict_seal
 from workbench.store import Store
 
 IDEAS = [
@@ -79,6 +80,11 @@ class ModelNew(nn.Module):
 
 def _insert(store: Store, table: str, row: dict) -> int:
     return store.db[table].insert(row).last_pk
+
+
+def _insert_evaluation(store: Store, row: dict) -> int:
+    # Sealed as the verifier's own (workbench.verdict_seal): these stand for real verdicts.
+    return _insert(store, "evaluations", {**row, "signature": verdict_seal.seal(row)})
 
 
 def _problem_id(store: Store, name: str) -> int:
@@ -153,7 +159,7 @@ def build_db(path: str | Path, sessions: int = 1, rounds: int = 4, ideas: int = 
                         t = eager / (0.8 + n * 0.15 + rng.random() * 0.5) if timed else None
                         flags = ([{"kind": "faster_than_floor", "reason": "0.3x the floor"}]
                                  if status == "flagged" else [])
-                        _insert(store, "evaluations", {
+                        _insert_evaluation(store, {
                             "kernel_id": kernel_id, "build_id": build_id, "status": status,
                             "time_ms": t, "ci95_lo_ms": t * 0.99 if t else None,
                             "ci95_hi_ms": t * 1.01 if t else None, "ref_eager_ms": eager,

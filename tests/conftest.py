@@ -22,3 +22,21 @@ def pytest_collection_modifyitems(config, items):
         skip = pytest.mark.skip(reason="needs a CUDA device; none is present on this machine")
         for item in gpu_items:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _verdict_key(tmp_path_factory):
+    """Verdicts are sealed with a key of the test run's own, not the developer's install key
+    (subprocesses the tests start inherit it)."""
+    import os
+
+    from workbench import verdict_seal
+
+    path = tmp_path_factory.mktemp("verdict-key") / "verdict.key"
+    previous = os.environ.get(verdict_seal.KEY_ENV)
+    os.environ[verdict_seal.KEY_ENV] = str(path)
+    yield path
+    if previous is None:
+        os.environ.pop(verdict_seal.KEY_ENV, None)
+    else:
+        os.environ[verdict_seal.KEY_ENV] = previous

@@ -18,6 +18,7 @@ from workbench.extract import ExtractError, extract_extensions
 from workbench.kernel_report import counts_as_correct, kernel_report, render_markdown
 from workbench.package import module_name, package_files
 from workbench.store import Store
+from workbench.verdict_seal import UNTRUSTED
 
 
 class ExportError(Exception):
@@ -49,6 +50,8 @@ def _refusal(store: Store, kernel: dict) -> str | None:
     if evaluation is None:
         return f"kernel {kid} has never been evaluated"
     status = evaluation["status"]
+    if not evaluation["trusted"]:
+        return f"kernel {kid}'s latest verdict ({status}) is untrusted: {UNTRUSTED}"
     if counts_as_correct(status, kernel["cleared"]):
         return None
     if status == "flagged":

@@ -74,8 +74,7 @@ def _copy_rounds(store: Store, old_sid: int, new_sid: int, rounds: list[dict]) -
             "llm_call_id": call_ids.get(k["llm_call_id"])})
         ev = store.latest_evaluation(k["id"])
         if ev is not None:
-            row = {c: v for c, v in ev.items() if c not in ("id", "build_id")}
-            store.insert("evaluations", {**row, "kernel_id": kernel_ids[k["id"]]})
+            store.copy_evaluation(ev, kernel_ids[k["id"]])
     for old_id, new_id in idea_ids.items():   # seeds of copied ideas, now that kernels exist
         seed = store.get("ideas", old_id)["seed_kernel_id"]
         store.update("ideas", new_id, seed_kernel_id=kernel_ids.get(seed, seed))

@@ -10,11 +10,13 @@ from typing import Any
 
 from workbench.gpu.verdict import fmt_ms, fmt_x
 from workbench.store import Store
+from workbench.verdict_seal import UNTRUSTED
 
 
-def counts_as_correct(status: str | None, cleared: int | None) -> bool:
-    """Correct for reporting and export: latest verdict `correct`, or `flagged` and cleared."""
-    return status == "correct" or (status == "flagged" and bool(cleared))
+def counts_as_correct(status: str | None, cleared: int | None, trusted: bool = True) -> bool:
+    """Correct for reporting and export: latest verdict `correct`, or `flagged` and cleared,
+    and sealed by the verifier (an untrusted verdict never counts)."""
+    return bool(trusted) and (status == "correct" or (status == "flagged" and bool(cleared)))
 
 
 def _json(text: str | None, default: Any) -> Any:
@@ -75,7 +77,9 @@ def kernel_report(store: Store, kernel_id: int) -> dict:
         "evaluation": None if evaluation is None else {
             "id": evaluation["id"], "created_at": evaluation["created_at"],
             "status": evaluation["status"], "verified": verdict.get("verified"),
-            "correct_for_reporting": counts_as_correct(evaluation["status"], kernel["cleared"]),
+            "trusted": evaluation["trusted"],
+            "correct_for_reporting": counts_as_correct(evaluation["status"], kernel["cleared"],
+                                                       evaluation["trusted"]),
             "gpu": evaluation["gpu"], "trials": evaluation["trials"],
             "atol": evaluation["atol"], "rtol": evaluation["rtol"],
             "max_abs_err": evaluation["max_abs_err"], "max_rel_err": evaluation["max_rel_err"],
@@ -128,6 +132,8 @@ def render_markdown(report: dict) -> str:
         out.append("Never evaluated: no correctness or timing figures exist for this kernel.")
     else:
         verified = "" if ev["verified"] else " (not verified on a GPU)"
+        if not ev["trusted"]:
+            verified += f" — UNTRUSTED: {UNTRUSTED}"
         out += [f"- status: **{ev['status']}**{verified}; evaluation {ev['id']} at "
                 f"{ev['created_at']}",
                 f"- correctness: {ev['trials'] or 0} trials, atol={_g(ev['atol'])} "

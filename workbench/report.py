@@ -13,6 +13,7 @@ from workbench.gpu.verdict import fmt_x
 from workbench.kernel_report import counts_as_correct
 from workbench.model_report import model_table, render_models
 from workbench.store import Store
+from workbench.verdict_seal import UNTRUSTED
 
 FAST_P = (0.0, 0.5, 0.8, 1.0, 1.5, 2.0)
 BAR_WIDTH = 30
@@ -72,7 +73,7 @@ def session_summary(store: Store, session: dict) -> dict:
         n = row["round_n"] or 0   # kernels without an idea (seeds) count as round 0
         entry = per_round.setdefault(n, {"round": n, "kernels": 0, "correct": 0, "best": None})
         entry["kernels"] += 1
-        if not counts_as_correct(row["status"], row["cleared"]):
+        if not counts_as_correct(row["status"], row["cleared"], row["trusted"]):
             continue
         entry["correct"] += 1
         if _better(entry["best"], row):
@@ -92,6 +93,7 @@ def session_summary(store: Store, session: dict) -> dict:
             "provider": session["provider"], "model": session["model"],
             "status": session["status"], "gpu": session["gpu"],
             "kernels": len(kernels), "correct": sum(r["correct"] for r in rounds),
+            "untrusted": [r["id"] for r in kernels if not r["trusted"]],
             "best": _kernel_summary(best) if best else None, "rounds": rounds}
 
 
@@ -143,6 +145,10 @@ def render_text(report: dict) -> str:
         who = " / ".join(x for x in (s["provider"], s["model"]) if x) or "no model"
         out.append(f"session {s['session_id']}  {s['problem']}  ({who}, {s['status'] or '-'}, "
                    f"GPU {s['gpu'] or 'unknown'})  {s['kernels']} kernels, {s['correct']} correct")
+        if s["untrusted"]:
+            ids = ", ".join(map(str, s["untrusted"]))
+            out.append(f"  UNTRUSTED verdicts, not counted: kernel{'s' * (len(s['untrusted']) > 1)}"
+                       f" {ids} ({UNTRUSTED})")
         b = s["best"]
         if b:
             out.append(f"  best: kernel {b['kernel_id']} (round {b['round']}): "

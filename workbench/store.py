@@ -18,6 +18,7 @@ from typing import Any, Iterator
 import sqlite_utils
 from sqlite_utils.migrations import Migrations
 
+from workbench import verdict_seal
 from workbench.gpu.verdict import STATUSES
 from workbench.store_errors import (MAX_ID, StoreError, check_openable, explain, is_read_only,
                                     newer_schema)
@@ -104,9 +105,12 @@ def m002_llm_calls(db: sqlite_utils.Database) -> None:
 
 def _connect(path: Path, read_only: bool = False) -> sqlite_utils.Database:
     if read_only:
-        return sqlite_utils.Database(sqlite3.connect(f"file:{path}?mode=ro", uri=True,
-                                                     check_same_thread=False))
+        db = sqlite_utils.Database(sqlite3.connect(f"file:{path}?mode=ro", uri=True,
+                                                   check_same_thread=False))
+        verdict_seal.register(db.conn)
+        return db
     db = sqlite_utils.Database(path)
+    verdict_seal.register(db.conn)
     # The busy timeout first: switching a fresh file to WAL takes a lock another process
     # opening it at the same moment may hold.
     db.execute("PRAGMA busy_timeout=10000")
@@ -302,6 +306,15 @@ class Store:
         if verdict.get("status") is not None and verdict["status"] not in STATUSES:
             raise ValueError(f"verdict status {verdict['status']!r} is not one of {STATUSES}")
         ci = verdict.get("ci95_ms") or [None, None]
+        with self.transaction():
+            evaluation_id = self._insert_evaluation(kernel_id, build_id, verdict, ci)
+            # Sealed as stored (read back: SQLite's column affinities may change a value's type).
+            self.update("evaluations", evaluation_id, signature=verdict_seal.seal(
+                self.get("evaluations", evaluation_id)))
+        return evaluation_id
+
+    def _insert_evaluation(self, kernel_id: int, build_id: int | None, verdict: dict,
+                           ci: list) -> int:
         return self.insert("evaluations", {
             "kernel_id": kernel_id, "build_id": build_id, "status": verdict["status"],
             "gpu": verdict.get("gpu"), "trials": verdict.get("trials"),
@@ -317,9 +330,24 @@ class Store:
             "floor_ms": verdict.get("floor_ms"), "flags": verdict.get("flags") or [],
             "error": verdict.get("error"), "verdict": verdict})
 
+    def copy_evaluation(self, evaluation: dict, kernel_id: int) -> int:
+        """A verdict copied onto another kernel row of the same source (a fork's copy): sealed
+        again only when the original's seal holds, so a copy never launders a forged row."""
+        row = {c: v for c, v in evaluation.items()
+               if c not in ("id", "build_id", "signature", "trusted")}
+        with self.transaction():
+            copy_id = self.insert("evaluations", {**row, "kernel_id": kernel_id})
+            if verdict_seal.row_intact(self.get("evaluations", evaluation["id"])):
+                self.update("evaluations", copy_id, signature=verdict_seal.seal(
+                    self.get("evaluations", copy_id)))
+        return copy_id
+
     def latest_evaluation(self, kernel_id: int) -> dict | None:
+        """The newest evaluation row, with `trusted`: whether its verdict seal holds."""
         found = self.rows("evaluations", "kernel_id = ?", [kernel_id], order_by="id desc")
-        return found[0] if found else None
+        if not found:
+            return None
+        return {**found[0], "trusted": verdict_seal.row_intact(found[0])}
 
     # -- hardware evidence (workbench.evidence) -----------------------------------------------
     def add_profile(self, kernel_id: int, kind: str, data: dict, summary: str,
@@ -416,7 +444,8 @@ class Store:
             "select k.id, k.problem_id, k.idea_id, k.parent_id, k.pruned, k.pinned, k.cleared, "
             "r.n as round_n, e.id as evaluation_id, e.status, e.time_ms, e.ci95_lo_ms, "
             "e.ci95_hi_ms, e.ref_eager_ms, e.ref_compile_ms, e.speedup_eager, "
-            "e.speedup_compile, e.floor_ms, e.flags "
+            "e.speedup_compile, e.floor_ms, e.flags, "
+            f"(e.id is null or {verdict_seal.sql('e')}) as trusted "
             "from kernels k left join ideas i on i.id = k.idea_id "
             "left join rounds r on r.id = i.round_id "
             "left join evaluations e on e.id = "
@@ -512,3 +541,11 @@ def m031_lessons_forks(db: sqlite_utils.Database) -> None:
     # A fork copies the calls that shaped its rounds (the engine resumes from them); their
     # tokens and dollars belong to the original session, not the fork.
     db["llm_calls"].add_column("copied_from", int, fk="llm_calls", fk_col="id")
+
+
+@migrations()
+def m070_verdict_seals(db: sqlite_utils.Database) -> None:
+    # An HMAC over each evaluation row (workbench.verdict_seal): rows without a valid one were
+    # not stored by the verifier and read as untrusted. Rows from before stay unsealed: they
+    # cannot be told apart from forged ones, so they read as untrusted until re-verified.
+    db["evaluations"].add_column("signature", str)

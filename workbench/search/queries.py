@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+from workbench import verdict_seal
 from workbench.store import Store, now
 
 # An LLM call consumed its slot unless the API failed (then resuming asks again).
@@ -15,8 +16,10 @@ LATEST = ("left join evaluations e on e.id = "
 
 
 def _eligible_sql(no_gpu: bool) -> str:
+    # Only the verifier's own verdicts may seed (a forged `correct` row would steer the search).
     statuses = "'correct', 'unverified'" if no_gpu else "'correct'"
-    return f"(e.status in ({statuses}) or (e.status = 'flagged' and k.cleared = 1))"
+    return (f"((e.status in ({statuses}) or (e.status = 'flagged' and k.cleared = 1)) "
+            f"and {verdict_seal.sql('e')})")
 
 
 def _q(store: Store, sql: str, params: list) -> list[dict]:
@@ -242,7 +245,8 @@ def session_table(store: Store, session_id: int) -> list[dict]:
     return _q(
         store, "select r.n as round, k.idea_id as idea, k.id as kernel, k.origin, k.attempt, "
         "k.pruned, case when k.duplicate_of is not null then 'duplicate' else "
-        "coalesce(e.status, 'pending') end as status, k.duplicate_of, e.time_ms, "
+        f"case when e.id is not null and not {verdict_seal.sql('e')} then 'untrusted' else "
+        "coalesce(e.status, 'pending') end end as status, k.duplicate_of, e.time_ms, "
         "e.speedup_eager, "
         "e.error from kernels k left join ideas i on i.id = k.idea_id "
         f"left join rounds r on r.id = i.round_id {LATEST} where k.session_id = ? "

@@ -14,6 +14,7 @@ KERNEL_STATES: dict[str, tuple[str, str]] = {
     "incorrect": ("✗", "red"),
     "correct": ("●", "green"),
     "flagged": ("⚑", "bold yellow"),
+    "untrusted": ("‼", "bold red"),     # a verdict the verifier did not seal
     "unverified": ("◇", "blue"),
     "best": ("★", "bold green"),
     "pruned": ("✂", "dim"),
@@ -45,6 +46,8 @@ def kernel_state(row: dict, in_flight: set[int], best_id: int | None) -> str:
         return "proposed"
     if status in FAILED:
         return "incorrect"
+    if status == "untrusted":
+        return "untrusted"
     if status == "correct" or (status == "flagged" and row.get("cleared")):
         return "correct"
     return status if status in KERNEL_STATES else "incorrect"
@@ -73,7 +76,9 @@ def kernel_label(row: dict, in_flight: set[int], best_id: int | None) -> Text:
               if row.get("speedup_eager") is not None and state != "compiling"
               else status_text(row, state) if row.get("status") or state == "compiling"
               else "")
-    if state == "duplicate":
+    if state == "untrusted":
+        detail = "untrusted verdict"
+    elif state == "duplicate":
         detail = f"same as k{row['duplicate_of']}"
     if detail:
         label.append(f" {detail}", style if state != "correct" else "")

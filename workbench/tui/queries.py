@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from workbench import verdict_seal
 from workbench.store import Store
 
 # The latest evaluation of kernel k (a kernel can be re-timed; the newest verdict counts).
@@ -19,9 +20,12 @@ _LATEST_EVAL = "e.id = (SELECT max(id) FROM evaluations WHERE kernel_id = k.id)"
 _EDITS = """(SELECT count(*) FROM kernels c WHERE c.parent_id = k.id
               AND (c.idea_id IS NULL OR c.idea_id = k.idea_id))"""
 
+# A verdict the verifier did not seal reads as `untrusted` (workbench.verdict_seal).
+_STATUS = f"CASE WHEN e.id IS NULL OR {verdict_seal.sql('e')} THEN e.status ELSE 'untrusted' END"
+
 _KERNEL_COLUMNS = f"""
     k.id, k.idea_id, k.parent_id, k.session_id, k.origin, k.pruned, k.pinned, k.cleared,
-    k.created_at, k.duplicate_of, e.status, e.time_ms, e.ci95_lo_ms, e.ci95_hi_ms, e.speedup_eager,
+    k.created_at, k.duplicate_of, {_STATUS} AS status, e.time_ms, e.ci95_lo_ms, e.ci95_hi_ms, e.speedup_eager,
     e.speedup_compile, e.floor_ms, e.flags, e.error
 """
 
@@ -59,8 +63,8 @@ def rounds(store: Store, session_id: int) -> list[dict]:
                (SELECT max(e.speedup_eager) FROM ideas i
                   JOIN kernels k ON k.idea_id = i.id
                   JOIN evaluations e ON e.kernel_id = k.id AND {_LATEST_EVAL}
-                 WHERE i.round_id = r.id AND (e.status = 'correct'
-                       OR (e.status = 'flagged' AND k.cleared = 1))) AS best
+                 WHERE i.round_id = r.id AND ({_STATUS} = 'correct'
+                       OR ({_STATUS} = 'flagged' AND k.cleared = 1))) AS best
         FROM rounds r WHERE r.session_id = ? ORDER BY r.n""", [session_id])
 
 

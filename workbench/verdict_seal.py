@@ -1,0 +1,111 @@
+"""Verdict seals: only the verifier's own verdicts count.
+
+The parent process stores a verdict after reading it, nonce-tagged, from the worker's private
+pipe, and seals the stored row with an HMAC (SHA-256) under a per-install key. Code that writes
+the database any other way (a candidate's orphan, a stray script) cannot produce the seal, so
+its rows read as untrusted: the app, `report` and `export` show them as such and never count
+them as correct; the search never seeds from them.
+
+The key is a 0600 file in the user's data directory ($XDG_DATA_HOME/kernel-workbench, or
+~/.local/share/kernel-workbench), made on first use. The worker is never told where it is: its
+environment carries no path to it, and the sandbox does not let it read the data directory.
+A database copied to another machine reads as untrusted there unless the key travels with it.
+
+The seal covers every column of the row as stored (SEALED, in this order), so changing any
+figure, flag or status breaks it. A column added to `evaluations` later is not covered until a
+new seal version lists it.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import threading
+from pathlib import Path
+
+KEY_ENV = "KERNEL_WORKBENCH_VERDICT_KEY"   # a path; overrides the default (tests, shared installs)
+VERSION = "v1"
+SEALED = ("kernel_id", "build_id", "status", "gpu", "trials", "atol", "rtol", "max_abs_err",
+          "max_rel_err", "trial_errors", "time_ms", "ci95_lo_ms", "ci95_hi_ms", "samples",
+          "ref_eager_ms", "ref_compile_ms", "speedup_eager", "speedup_compile", "floor_ms",
+          "flags", "error", "verdict", "created_at")
+SQL_FUNCTION = "kwb_verdict_sealed"
+
+_keys: dict[Path, bytes] = {}
+_guard = threading.Lock()
+
+
+class SealError(Exception):
+    """The key cannot be read or made; str() is one line."""
+
+
+def key_path() -> Path:
+    if os.environ.get(KEY_ENV):
+        return Path(os.environ[KEY_ENV])
+    base = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return Path(base) / "kernel-workbench" / "verdict.key"
+
+
+def _key() -> bytes:
+    path = key_path()
+    with _guard:
+        if path in _keys:
+            return _keys[path]
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            except FileExistsError:
+                key = bytes.fromhex(path.read_text().strip())
+            else:
+                key = os.urandom(32)
+                with os.fdopen(fd, "w") as f:
+                    f.write(key.hex() + "\n")
+        except (OSError, ValueError) as e:
+            raise SealError(f"cannot read or create the verdict key {path}: "
+                            f"{getattr(e, 'strerror', None) or e}") from None
+        if len(key) < 16:
+            raise SealError(f"the verdict key {path} is too short: delete it to make a new one "
+                            "(verdicts sealed with it will read as untrusted)")
+        _keys[path] = key
+        return key
+
+
+def _mac(values: tuple | list) -> str:
+    message = json.dumps(list(values), separators=(",", ":"), ensure_ascii=False)
+    return VERSION + ":" + hmac.new(_key(), message.encode(), hashlib.sha256).hexdigest()
+
+
+def seal(row: dict) -> str:
+    """The seal of an evaluations row as stored (read back from the database)."""
+    return _mac([row.get(c) for c in SEALED])
+
+
+def intact(signature: str | None, *values) -> bool:
+    """Whether `signature` seals these column values (SEALED order); False without a key."""
+    if not signature:
+        return False
+    try:
+        return hmac.compare_digest(signature, _mac(values))
+    except SealError:
+        return False
+
+
+def row_intact(row: dict) -> bool:
+    return intact(row.get("signature"), *[row.get(c) for c in SEALED])
+
+
+def sql(alias: str = "e") -> str:
+    """A SQL expression, true when the evaluation row `alias` carries a valid seal."""
+    return f"{SQL_FUNCTION}({alias}.signature, " + ", ".join(f"{alias}.{c}" for c in SEALED) + ")"
+
+
+def register(conn) -> None:
+    """Make `sql()` usable on a sqlite3 connection."""
+    conn.create_function(SQL_FUNCTION, len(SEALED) + 1,
+                         lambda signature, *values: int(intact(signature, *values)))
+
+
+UNTRUSTED = ("its seal does not match: written or changed outside the verifier (or sealed on "
+             "another machine, whose key this one lacks)")
