@@ -428,13 +428,14 @@ class Store:
 
         The highest speedup over eager (then the lowest time, then the oldest) among kernels
         whose latest verdict is correct, or flagged and cleared by a person; never a pruned
-        kernel, nor an unverified one (compiled without a GPU: nothing was checked).
+        kernel, nor an unverified one (compiled without a GPU: nothing was checked), nor one
+        whose verdict the verifier did not seal (workbench.verdict_seal).
         """
         return next(self.db.query(
             "select k.id, e.status, e.time_ms, e.speedup_eager from kernels k "
             "join evaluations e on e.id = (select max(id) from evaluations where kernel_id = k.id) "
             "where k.session_id = ? and k.pruned = 0 and (e.status = 'correct' or "
-            "(e.status = 'flagged' and k.cleared = 1)) "
+            f"(e.status = 'flagged' and k.cleared = 1)) and {verdict_seal.sql('e')} "
             "order by coalesce(e.speedup_eager, 0) desc, e.time_ms is null, e.time_ms, k.id "
             "limit 1", [session_id]), None)
 
