@@ -99,11 +99,15 @@ def _run(args, env) -> tuple[subprocess.Popen, Lines]:
 
 def _slow_kernel(until: float) -> str:
     # Importing it takes until `until` (wall clock): the first run is interrupted while it
-    # builds; on resume it passes. No nvcc needed, and the words the static guards look for
-    # (__global__, load_inline) in a comment, so --no-gpu gives `unverified`, nothing to repair.
+    # builds; on resume it passes. It never calls nvcc (the load_inline is never reached) and
+    # gives the static guards nothing to flag, so --no-gpu gives `unverified`: nothing to repair.
     return ("import time\nimport torch.nn as nn\n"
-            "# the __global__ kernel would come through load_inline\n"
-            f"time.sleep(max(0.0, {until!r} - time.time()))\n\n"
+            "from torch.utils.cpp_extension import load_inline\n\n"
+            'CUDA = "__global__ void relu(const float* x, float* y, int n) { '
+            'int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = x[i] > 0 ? x[i] : 0; }"\n'
+            f"time.sleep(max(0.0, {until!r} - time.time()))\n"
+            "if time.time() < 0:\n"
+            '    ext = load_inline(name="relu", cpp_sources="", cuda_sources=CUDA)\n\n\n'
             "class ModelNew(nn.Module):\n    def forward(self, x):\n"
             "        return x * (x > 0)\n")
 
