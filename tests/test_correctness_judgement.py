@@ -231,3 +231,21 @@ def test_compare_judges_against_the_truth_with_slack():
     big = torch.randn(1000, dtype=torch.float64)
     assert not compare(torch.zeros(1000), big.float(), 1e-4, 1e-4, truth=[big],
                        slack=[judge.allowance(1e-7)]).ok
+
+
+def test_compare_in_chunks_agrees_with_one_pass(monkeypatch):
+    from workbench.gpu import compare as cmp
+
+    torch.manual_seed(3)
+    truth = torch.randn(1001, dtype=torch.float64)
+    good = (truth + 1e-7 * torch.randn(1001, dtype=torch.float64)).float()
+    bad = good.clone()
+    bad[::97] += 1.0
+    nan = good.clone()
+    nan[500] = float("nan")
+    whole = [compare(x, good, 1e-4, 1e-4, truth=[truth]) for x in (good, bad, nan)]
+    monkeypatch.setattr(cmp, "CHUNK", 7)
+    chunked = [compare(x, good, 1e-4, 1e-4, truth=[truth]) for x in (good, bad, nan)]
+    assert [c.ok for c in whole] == [c.ok for c in chunked] == [True, False, False]
+    assert [c.reason for c in whole] == [c.reason for c in chunked]
+    assert abs(cmp.rms(truth) - float(truth.pow(2).mean().sqrt())) < 1e-12

@@ -16,7 +16,7 @@ import torch
 
 from workbench.gpu import inputs as inp
 from workbench.gpu import judge
-from workbench.gpu.compare import compare
+from workbench.gpu.compare import compare, max_abs_diff, rms, rms_diff
 
 
 @dataclass
@@ -61,10 +61,6 @@ def _sync() -> None:
         torch.cuda.synchronize()
 
 
-def _rms(t: torch.Tensor) -> float:
-    return float(t.double().pow(2).mean().sqrt()) if t.numel() else 0.0
-
-
 class Reference64:
     """A float64 copy of the reference, made on first use; None-like when float64 fails."""
 
@@ -79,7 +75,7 @@ class Reference64:
         try:
             if self.model is None:
                 self.model = copy.deepcopy(self._ref).to(torch.float64)
-            out = inp.tensors(self.model(*inp.to_float64(inp.clone(base))))
+            out = inp.tensors(self.model(*inp.to_float64(base)))
         except Exception as e:  # noqa: BLE001 - ops without float64 kernels: judge against fp32
             self.error, self.model = f"{type(e).__name__}: {e}"[:200], None
             return None
@@ -106,8 +102,8 @@ def answer(ref, ref64: Reference64, base: list, jitter_rel: list[float] | None =
         if not r.is_floating_point() or t is r:
             slack.append(0.0)
             continue
-        err = _rms(r.double() - t.double())
-        scale = _rms(t)
+        err = rms_diff(r, t)
+        scale = rms(t)
         jitter = (jitter_rel[k] if jitter_rel else 0.0) * scale
         slack.append(judge.allowance(err, jitter))
         err_rel = max(err_rel, err / scale if scale > 0 else (0.0 if err == 0 else float("inf")))
@@ -122,14 +118,15 @@ def _jitter(ref, base: list, a: Answer) -> list[float]:
         if not r.is_floating_point():
             rel.append(0.0)
             continue
-        scale = _rms(r)
-        diff = float((o.double() - r.double()).abs().max()) if r.numel() else 0.0
+        scale = rms(r)
+        diff = max_abs_diff(o, r)
         rel.append(diff / scale if scale > 0 else 0.0)
     return rel
 
 
 def _fingerprint(tensors: list) -> list:
-    return [(float(g.double().sum()), g.reshape(-1)[:64].cpu()) for g in tensors]
+    return [(float(g.sum(dtype=torch.float64)) if g.is_floating_point() else float(g.sum()),
+             g.reshape(-1)[:64].cpu()) for g in tensors]
 
 
 def _same_fingerprint(a, b) -> bool:
@@ -165,7 +162,7 @@ def check(problem, ref, cand, seeds: list[int], trials: int, atol: float, rtol: 
     plan = judge.variant_plan(declared, trials)
     dropped: set = set()
     jitter = None
-    prev = None          # (candidate fingerprint, truths) of the last good trial
+    prev = None          # (candidate fingerprint, reference outputs) of the last good trial
     distinguishable_seen = False
     with torch.no_grad():
         for i, wanted in enumerate(plan):
@@ -179,7 +176,7 @@ def check(problem, ref, cand, seeds: list[int], trials: int, atol: float, rtol: 
             dist, base, a = drawn
             if jitter is None:
                 jitter = _jitter(ref, base, a)
-                a.slack = [s + j * _rms(t) for s, j, t in zip(a.slack, jitter, a.truths)]
+                a.slack = [s + j * rms(t) for s, j, t in zip(a.slack, jitter, a.truths)]
             outcome.reference_error_rel = max(outcome.reference_error_rel, a.err_rel)
             out_bytes = sum(r.numel() * r.element_size() for r in a.refs)
             inp.poison_allocator(4 * out_bytes + (64 << 20))
@@ -201,7 +198,7 @@ def check(problem, ref, cand, seeds: list[int], trials: int, atol: float, rtol: 
                 continue
             fingerprint = _fingerprint(inp.tensors(got))
             if prev is not None:
-                differ = not compare(a.truths, prev[1], atol, rtol, slack=a.slack).ok
+                differ = not compare(a.refs, prev[1], atol, rtol, slack=a.slack).ok
                 distinguishable_seen = distinguishable_seen or differ
                 if judge.repeat_is_evidence(_same_fingerprint(fingerprint, prev[0]), differ):
                     outcome.failure = outcome.failure or \
@@ -209,7 +206,7 @@ def check(problem, ref, cand, seeds: list[int], trials: int, atol: float, rtol: 
                     entry.update(ok=False, reason="same output as the previous trial, although "
                                                   "the reference's outputs differ")
                     continue
-            prev = (fingerprint, a.truths)
+            prev = (fingerprint, a.refs)
             outcome.trials += 1
             if i == 0:
                 _determinism(cand, base, got_list, a, atol, rtol, out_bytes, outcome, beat)
@@ -255,5 +252,5 @@ def timing_slack(ref, strict: Answer, base: list) -> list[float]:
         if not e.is_floating_point() or t.shape != e.shape:
             slack.append(s)
             continue
-        slack.append(s + judge.allowance(_rms(e.double() - t.double())))
+        slack.append(s + judge.allowance(rms_diff(e, t)))
     return slack

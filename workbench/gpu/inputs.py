@@ -59,8 +59,9 @@ def generate(problem, seed: int, distribution: str, shape_info: list[dict] | Non
 
 
 def to_float64(items: list) -> list:
-    return [x.detach().to(torch.float64) if isinstance(x, torch.Tensor) and x.is_floating_point()
-            else x for x in items]
+    return [x.detach().to(torch.float64, copy=True) if isinstance(x, torch.Tensor) and
+            x.is_floating_point() else x.clone() if isinstance(x, torch.Tensor) else x
+            for x in items]
 
 
 def clone(items: list) -> list:
