@@ -182,6 +182,11 @@ from workbench.headless import run  # noqa: E402
 
 main.add_command(run)
 
+# `profile`: a kernel's hardware evidence, with Nsight Compute where it can run.
+from workbench.evidence.command import profile  # noqa: E402
+
+main.add_command(profile)
+
 # bank, lesson, fork, compare: the population of kernels and sessions.
 from workbench.population_cli import COMMANDS  # noqa: E402
 

@@ -23,6 +23,15 @@ def find_cuda_home() -> Path | None:
     return None
 
 
+def find_tool(name: str) -> str | None:
+    """A CUDA tool (ncu, cuobjdump, ...) on PATH, else in the toolkit's bin/."""
+    found = shutil.which(name)
+    if found:
+        return found
+    home = find_cuda_home()
+    return str(home / "bin" / name) if home and (home / "bin" / name).exists() else None
+
+
 @dataclass
 class Gpu:
     index: int

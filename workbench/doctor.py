@@ -99,6 +99,9 @@ def run_checks() -> list[Check]:
         checks.append(Check("gpu", "warn", "no GPU found: kernels can be built and statically "
                                            "checked (--no-gpu) but not run or timed",
                             "run the workbench on a machine with an NVIDIA GPU to time kernels"))
+    from workbench.evidence.nsight import doctor_check
+
+    checks.append(Check("ncu (Nsight Compute)", *doctor_check([g.index for g in gpus])))
     checks.append(Check("build arch", "ok", cuda_env.arch_list(gpus) +
                         (" (this machine's GPUs only)" if gpus else " (no GPU: default)")))
 

@@ -86,7 +86,7 @@ def runtime_lines(data: dict) -> list[str]:
         for k in kernels:
             occ = (f"{100 * k['occupancy']:.0f}% ({k['occupancy_limiter']})"
                    if k.get("occupancy") is not None else "-")
-            lines.append(f"| {_short(k['name'])} | {k['us']:.1f} | {100 * (k['share'] or 0):.0f}% "
+            lines.append(f"| {short(k['name'])} | {k['us']:.1f} | {100 * (k['share'] or 0):.0f}% "
                          f"| {k['launches']} | {_dims(k.get('grid'))} | {_dims(k.get('block'))} "
                          f"| {_val(k.get('registers'))} | {_val(k.get('shared_bytes'))} "
                          f"| {_val(k.get('stack_bytes'))} | {occ} |")
@@ -98,7 +98,7 @@ def ncu_lines(data: dict) -> list[str]:
     if not main:
         return []
     stalls = ", ".join(f"{s['reason']} {s['cycles']:.1f}" for s in main.get("stalls", [])[:TOP_STALLS])
-    return [f"Nsight Compute ({_short(main['name'])}): DRAM {_pct(main.get('dram_pct'))}, "
+    return [f"Nsight Compute ({short(main['name'])}): DRAM {_pct(main.get('dram_pct'))}, "
             f"L2 {_pct(main.get('l2_pct'))}, L1 {_pct(main.get('l1_pct'))}, "
             f"SM {_pct(main.get('sm_pct'))}, tensor pipe {_pct(main.get('tensor_pct'))} of peak; "
             f"achieved occupancy {_pct(main.get('achieved_occupancy_pct'))} "
@@ -128,7 +128,7 @@ def bottleneck_of(store: Store, kernel_id: int | None) -> str:
     return f"{found['data']['class']}, by the figures above" if found else "not diagnosed yet"
 
 
-def _short(name: str, width: int = 48) -> str:
+def short(name: str, width: int = 48) -> str:
     name = name.split("(")[0].removeprefix("void ")
     return name if len(name) <= width else name[:width - 1] + "…"
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -99,12 +98,9 @@ def parse_ptxas(text: str) -> list[dict]:
 
 def find_cuobjdump() -> str | None:
     """The toolkit's cuobjdump, else the one the nvidia-cuda-cuobjdump wheel ships."""
-    found = shutil.which("cuobjdump")
+    found = cuda_env.find_tool("cuobjdump")
     if found:
         return found
-    home = cuda_env.find_cuda_home()
-    if home and (home / "bin" / "cuobjdump").exists():
-        return str(home / "bin" / "cuobjdump")
     try:
         import nvidia  # the namespace package of NVIDIA's CUDA wheels
     except ImportError:

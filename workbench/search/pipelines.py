@@ -89,6 +89,7 @@ class Pipelines:
                 self._emit(events.ReviewNeeded(round_id, pending))
 
     def _ideate_seed(self, round_id: int, seed_id: int | None) -> None:
+        self._profile_seed(seed_id)
         history, untried = context.history(self.store, self.session_id,
                                            self.settings.history_limit)
         evidence = self._evidence(seed_id)

@@ -22,6 +22,8 @@ class SearchSettings:
     top_k: int = 4                # k best kernels seed the next round
     repairs: int = 1              # repair attempts per failed implementation
     refines: int = 1              # serial "make it faster" calls for each round's top-k kernels
+    profile_seeds: bool = True    # Nsight Compute profile of each seed before ideation (if ncu)
+    profile_timeout_s: float = 300.0
     review: bool = False          # ideas wait for a human before implementation
     budget_usd: float | None = None
     budget_tokens: int | None = None
