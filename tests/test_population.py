@@ -131,7 +131,10 @@ def test_two_providers_attribute_calls_tokens_and_cost(env, monkeypatch):
     roles = build_roles(models, prices=prices, timeout_s=5, retries=1)
     assert Engine(store, sid, provider(server), FakeExecutor(), roles=roles).run() == "finished"
     by_model = {(c["provider"], c["model"], c["purpose"]) for c in calls(store, sid)}
-    assert by_model == {("openai", "o3", "ideate"), ("gemini", "gemini-2.5-pro", "implement")}
+    assert {m for m in by_model if m[2] in ("ideate", "implement")} == {
+        ("openai", "o3", "ideate"), ("gemini", "gemini-2.5-pro", "implement")}
+    # Roles not named (refine here) use the session's own model.
+    assert {m[:2] for m in by_model if m[2] not in ("ideate", "implement")} <= {("openai", "o3")}
     assert any(":generateContent" in r.path for r in server.requests)
     table = {r["model"]: r for r in model_table(store, [sid])}
     for model, (price_in, price_out) in (("o3", (2.0, 8.0)),
@@ -140,7 +143,13 @@ def test_two_providers_attribute_calls_tokens_and_cost(env, monkeypatch):
         assert table[model]["calls"] == len(rows)
         assert table[model]["cost_usd"] == pytest.approx(sum(c["cost_usd"] for c in rows))
         assert table[model]["tokens_in"] == sum(c["tokens_in"] for c in rows)
-    assert table["gemini-2.5-pro"]["kernels"] == 6 and table["o3"]["kernels"] == 0
+    for model in table:
+        written = store.db.execute(
+            "select count(*) from kernels k join llm_calls c on c.id = k.llm_call_id "
+            "where k.session_id = ? and c.model = ? and k.duplicate_of is null",
+            [sid, model]).fetchone()[0]
+        assert table[model]["kernels"] == written
+    assert table["gemini-2.5-pro"]["kernels"] == 6
     assert table["gemini-2.5-pro"]["correct_pct"] == 100.0
     report = build_report(store, [str(sid)])
     assert report["models"] == model_table(store, [sid])
@@ -263,3 +272,46 @@ def test_combine_merges_two_lineages_each_round(env):
     store.update("sessions", sid, status="running")
     assert len(engine.combine(second, combined["id"])) == 1
     assert len(store.rows("kernels", "origin = 'combine'")) == 2
+
+
+def test_run_with_models_per_role_bank_seeds_and_combine(env, tmp_path, monkeypatch):
+    import workbench.headless as headless
+
+    store, relu, server = env
+    first = run_session(store, relu, server, Script(), rounds=1, ideas=1, impls=1)
+    banked = bank.search(store, "family:activation")[0]     # the fastest
+    monkeypatch.setattr(headless, "make_executor", lambda gpus, on_phase: FakeExecutor())
+    monkeypatch.setenv("OPENAI_COMPATIBLE_API_KEY", "sk-local")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    problem = tmp_path / "relu.py"
+    problem.write_text(relu.source)
+    script, extra = Script(), iter(range(1000))
+
+    def answer(prompt, request):   # combine and refine prompts name no single idea
+        if "## The idea" not in prompt and "Propose" not in prompt:
+            return Reply(text=kernel("correct 1.1", f"other {next(extra)}"))
+        return script(prompt, request)
+
+    server.responder = answer
+    args = ["run", str(problem), "--provider", "openai-compatible", "--model", "local",
+            "--base-url", server.openai_url, "--retries", "0", "--timeout", "5",
+            "--rounds", "2", "--ideas", "2", "--impls", "1", "--combine",
+            "--model-for", f"implement=openai-compatible:coder@{server.openai_url}",
+            "--seed-from-bank", "family:activation", "--db", str(store.path)]
+    result = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    sid = max(s["id"] for s in store.rows("sessions"))
+    assert sid != first
+    settings = json.loads(store.get("sessions", sid)["settings"])
+    assert settings["seed_kernels"] == [banked["kernel"]] and settings["combine"] is True
+    assert settings["provider_options"]["concurrency"] == 4
+    models = {(c["purpose"], c["model"]) for c in calls(store, sid)}
+    assert ("implement", "coder") in models and ("ideate", "local") in models
+    assert all(m == "coder" for p, m in models if p == "implement")
+    assert "from the bank: written for relu" in result.output
+    bad = CliRunner().invoke(main, args[:-4] + ["--model-for", "implement=nope",
+                                                "--db", str(store.path)])
+    assert bad.exit_code == 2 and "ROLE=PROVIDER:MODEL" in bad.output
+    none = CliRunner().invoke(main, args[:-4] + ["--seed-from-bank", "family:matmul",
+                                                 "--db", str(store.path)])
+    assert none.exit_code == 2 and "no verified kernel in the bank matches" in none.output

@@ -32,12 +32,12 @@ def _seed_kernels(store, ids: tuple[int, ...], bank_query: str | None, k: int) -
 
     for kernel_id in ids:
         if store.find("kernels", kernel_id) is None:
-            _fail(f"--seed {kernel_id}: no kernel {kernel_id} in {store.path}")
+            fail(f"--seed {kernel_id}: no kernel {kernel_id} in {store.path}")
     seeds = list(ids)
     if bank_query is not None:
         found = search(store, bank_query)
         if not found:
-            _fail(f"--seed-from-bank {bank_query!r}: no verified kernel in the bank matches "
+            fail(f"--seed-from-bank {bank_query!r}: no verified kernel in the bank matches "
                   "(list them with: kernel-workbench bank)")
         best: dict[int, dict] = {}
         for e in found:
@@ -258,7 +258,7 @@ def run(problem: str | None, provider: str | None, model: str | None, base_url: 
         try:
             search_flags["models"] = parse_specs(flags["model_for"])
         except ValueError as e:
-            _fail(str(e))
+            fail(str(e))
     provider_flags = {k: flags[k] for k in _PROVIDER_FLAGS if flags[k] is not None}
     try:
         gpu_list = _gpu_list(gpus)

@@ -53,10 +53,11 @@ class Engine(Pipelines, Refining):
         self.problem_id = found["problem_id"]
         if roles is None and self.settings.models:
             try:
+                same = {"timeout_s": provider.timeout_s, "retries": provider.retries,
+                        "concurrency": provider.concurrency} if provider else \
+                    {"concurrency": default_concurrency(self.settings)}
                 roles = build_roles(self.settings.models,
-                                    prices=provider.prices if provider else None,
-                                    concurrency=provider.concurrency if provider else
-                                    default_concurrency(self.settings))
+                                    prices=provider.prices if provider else None, **same)
             except ProviderError as e:
                 raise SearchError(str(e)) from None
         self.control = RunControl()
