@@ -4,7 +4,6 @@ of theirs survives, the database gets no forged row; workers die with a killed p
 from __future__ import annotations
 
 import base64
-import json
 import os
 import secrets
 import signal
@@ -13,8 +12,8 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
-import threading
 import time
+from concurrent.futures import CancelledError
 from pathlib import Path
 
 import pytest
@@ -22,8 +21,9 @@ import pytest
 from workbench.gpu import guards, sandbox
 from workbench.gpu.executor import EvalRequest, EvalSettings
 
-CANDIDATES = Path(__file__).parent / "candidates"
-ROOT = Path(__file__).parent.parent
+from sandbox_support import (CANDIDATES, ROOT, cli_eval, kinds, pids_in, pids_with,
+                             sandbox_reason, source)
+
 MISSING = sandbox.support().missing
 needs_sandbox = pytest.mark.skipif(bool(MISSING), reason=f"this kernel lacks {MISSING}")
 PROBLEM = textwrap.dedent("""
@@ -38,11 +38,6 @@ PROBLEM = textwrap.dedent("""
 """)
 
 
-def _source(name: str, **subs: str) -> str:
-    text = (CANDIDATES / f"{name}.py").read_text()
-    for key, value in subs.items():
-        text = text.replace(f"__{key}__", value)
-    return text
 
 
 def _request(source: str, **settings) -> EvalRequest:
@@ -50,36 +45,12 @@ def _request(source: str, **settings) -> EvalRequest:
                        settings=EvalSettings(no_gpu=True, **settings), label="hostile")
 
 
-def _pids_with(text: str) -> list[int]:
-    pids = []
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit() and int(p.name) != os.getpid():
-            try:
-                if text.encode() in (p / "cmdline").read_bytes():
-                    pids.append(int(p.name))
-            except OSError:
-                pass
-    return pids
 
 
-def _pids_in(directory: Path) -> list[int]:
-    """Processes working in or naming a path under `directory` (ninja names none: its cwd)."""
-    pids = set(_pids_with(str(directory)))
-    for p in Path("/proc").iterdir():
-        try:
-            if p.name.isdigit() and os.readlink(p / "cwd").startswith(str(directory)):
-                pids.add(int(p.name))
-        except OSError:
-            pass
-    return sorted(pids)
 
 
-def _kinds(verdict: dict) -> set[str]:
-    return {f["kind"] for f in verdict["flags"]}
 
 
-def _sandbox_reason(verdict: dict) -> str:
-    return next(f["reason"] for f in verdict["flags"] if f["kind"] == "sandbox")
 
 
 @pytest.fixture(scope="module")
@@ -96,16 +67,16 @@ def nothing_left(pool):
     yield
     jobs = pool.cache_dir / "jobs"
     assert not jobs.exists() or list(jobs.iterdir()) == []   # job directories removed
-    assert _pids_with("kwb_hostile_marker") == []
+    assert pids_with("kwb_hostile_marker") == []
 
 
 # ---- static guards -----------------------------------------------------------------------
 
-@pytest.mark.parametrize("name, kinds", [
+@pytest.mark.parametrize("name, expected", [
     ("hostile_write_home", {"process"}), ("hostile_connect", {"network"}),
     ("hostile_setsid_db", {"process"}), ("hostile_exec_base64", {"dynamic_code"})])
-def test_static_flags(name, kinds):
-    assert kinds <= {f["kind"] for f in guards.check(_source(name))}
+def test_static_flags(name, expected):
+    assert expected <= {f["kind"] for f in guards.check(source(name))}
 
 
 def test_static_flags_follow_aliases_not_comments():
@@ -148,8 +119,8 @@ def test_worker_environment_is_an_allowlist(monkeypatch, tmp_path):
 
 @needs_sandbox
 def test_write_home_is_refused(pool):
-    v = pool.evaluate(_request(_source("hostile_write_home")))
-    reason = _sandbox_reason(v)
+    v = pool.evaluate(_request(source("hostile_write_home")))
+    reason = sandbox_reason(v)
     assert "write /root/kwb_hostile_marker_home" in reason and "shell command" in reason
     assert "HOSTILE wrote /root" not in v["build_log"]
     for home in {str(Path.home()), "/root", "/tmp"}:
@@ -158,22 +129,22 @@ def test_write_home_is_refused(pool):
 
 @needs_sandbox
 def test_reading_outside_the_allowed_set_is_a_clear_verdict(pool):
-    v = pool.evaluate(_request(_source("hostile_read_file")))
+    v = pool.evaluate(_request(source("hostile_read_file")))
     assert v["status"] == "compile_error"
     assert v["error"].startswith("PermissionError") and "refused by the sandbox" in v["error"]
-    assert "read /etc/passwd" in _sandbox_reason(v) and "root:" not in v["build_log"]
+    assert "read /etc/passwd" in sandbox_reason(v) and "root:" not in v["build_log"]
 
 
 @needs_sandbox
 def test_connect_to_a_local_port_is_refused(pool):
     with socket.create_server(("127.0.0.1", 0)) as server:
         port = server.getsockname()[1]
-        v = pool.evaluate(_request(_source("hostile_connect", PORT=str(port))))
+        v = pool.evaluate(_request(source("hostile_connect", PORT=str(port))))
         server.settimeout(0.2)
         with pytest.raises(TimeoutError):
             server.accept()
-    assert f"connect ('127.0.0.1', {port})" in _sandbox_reason(v)
-    assert "HOSTILE refused" in v["build_log"] and "network" in _kinds(v)
+    assert f"connect ('127.0.0.1', {port})" in sandbox_reason(v)
+    assert "HOSTILE refused" in v["build_log"] and "network" in kinds(v)
 
 
 @needs_sandbox
@@ -181,44 +152,34 @@ def test_shared_cache_is_read_only(pool):
     so = pool.cache_dir / "ext" / "ab" / ("ab" + "0" * 62) / "victim.so"
     so.parent.mkdir(parents=True, exist_ok=True)
     so.write_bytes(b"original")
-    v = pool.evaluate(_request(_source("hostile_write_cache")))
-    assert f"write {pool.cache_dir}/kwb_hostile_marker_cache" in _sandbox_reason(v)
+    v = pool.evaluate(_request(source("hostile_write_cache")))
+    assert f"write {pool.cache_dir}/kwb_hostile_marker_cache" in sandbox_reason(v)
     assert "HOSTILE opened for writing" not in v["build_log"] and "HOSTILE wrote" not in v["build_log"]
     assert so.read_bytes() == b"original"
     assert not (pool.cache_dir / "kwb_hostile_marker_cache").exists()
 
 
-def _cli_eval(tmp_path: Path, source: str, env_extra: dict) -> tuple[dict, Path]:
-    db, cand = tmp_path / "k.db", tmp_path / "cand.py"
-    cand.write_text(source.replace("__DB__", str(db)))
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "KERNEL_WORKBENCH_CACHE": str(tmp_path / "cache"),
-           **env_extra}
-    out = subprocess.run([sys.executable, "-m", "workbench", "eval", "silu", str(cand), "--no-gpu",
-                          "--json", "--db", str(db)], capture_output=True, text=True, env=env,
-                         timeout=300)
-    assert out.stdout, out.stderr
-    return json.loads(out.stdout), db
 
 
 @needs_sandbox
 def test_parent_environment_stays_secret(tmp_path):
     canary = "sk-canary-" + secrets.token_hex(8)
-    v, _ = _cli_eval(tmp_path, _source("hostile_parent_environ"), {"OPENAI_API_KEY": canary})
+    v, _ = cli_eval(tmp_path, source("hostile_parent_environ"), {"OPENAI_API_KEY": canary}, "--no-gpu")
     assert canary not in v["build_log"] and "HOSTILE keys []" in v["build_log"]
-    assert "read another process's /proc/" in _sandbox_reason(v)
+    assert "read another process's /proc/" in sandbox_reason(v)
 
 
 @needs_sandbox
 @pytest.mark.parametrize("hide", [False, True], ids=["plain", "exec_base64"])
 def test_orphan_cannot_forge_a_verdict(tmp_path, hide):
-    source = _source("hostile_setsid_db", DB=str(tmp_path / "k.db"))
+    text = source("hostile_setsid_db", DB=str(tmp_path / "k.db"))
     if hide:
-        source = _source("hostile_exec_base64",
-                         PAYLOAD=base64.b64encode(source.split('"""', 2)[2].encode()).decode())
-    v, db = _cli_eval(tmp_path, source, {})
-    assert ("dynamic_code" if hide else "process") in _kinds(v)
+        text = source("hostile_exec_base64",
+                      PAYLOAD=base64.b64encode(text.split('"""', 2)[2].encode()).decode())
+    v, db = cli_eval(tmp_path, text, {}, "--no-gpu")
+    assert ("dynamic_code" if hide else "process") in kinds(v)
     time.sleep(3)   # the orphan would have written by now
-    assert _pids_with("kwb_hostile_marker_orphan") == []
+    assert pids_with("kwb_hostile_marker_orphan") == []
     rows = sqlite3.connect(db).execute("select status from evaluations").fetchall()
     assert rows == [(v["status"],)]
     assert list((tmp_path / "cache" / "jobs").iterdir()) == []
@@ -227,7 +188,7 @@ def test_orphan_cannot_forge_a_verdict(tmp_path, hide):
 def test_payloads_do_their_harm_without_the_sandbox(tmp_path):
     """Control: outside the worker the same payloads succeed, so the tests above can fail."""
     env = {**os.environ, "OPENAI_API_KEY": "sk-visible"}
-    read = subprocess.run([sys.executable, "-c", _source("hostile_read_file")], env=env,
+    read = subprocess.run([sys.executable, "-c", source("hostile_read_file")], env=env,
                           capture_output=True, text=True, timeout=120)
     assert "HOSTILE read root:" in read.stdout
     db = tmp_path / "k.db"
@@ -236,12 +197,14 @@ def test_payloads_do_their_harm_without_the_sandbox(tmp_path):
                       "create table evaluations (kernel_id, status, verdict);"
                       "insert into kernels values (1);")
     con.commit()
-    subprocess.run([sys.executable, "-c", _source("hostile_setsid_db", DB=str(db))], env=env,
+    subprocess.run([sys.executable, "-c", source("hostile_setsid_db", DB=str(db))], env=env,
                    timeout=120, cwd=tmp_path)
     deadline = time.time() + 30
     while time.time() < deadline and not con.execute("select * from evaluations").fetchall():
         time.sleep(0.5)
     assert con.execute("select status from evaluations").fetchall() == [("correct",)]
+    while time.time() < deadline and pids_with("kwb_hostile_marker_orphan"):
+        time.sleep(0.2)   # the orphan exits right after its commit
 
 
 # ---- no process left behind ------------------------------------------------------------
@@ -275,47 +238,93 @@ def test_workers_die_with_their_parent(tmp_path, sig):
                               env={**os.environ, "PYTHONPATH": str(ROOT)})
     try:
         deadline = time.time() + 60
-        while time.time() < deadline and not _pids_with(marker):
+        while time.time() < deadline and not pids_with(marker):
             time.sleep(0.2)
-        assert _pids_with(marker), "the hanging candidate never started"
+        assert pids_with(marker), "the hanging candidate never started"
         parent.send_signal(sig)
         parent.wait(timeout=30)
         deadline = time.time() + 10
-        while time.time() < deadline and _pids_with(marker):
+        while time.time() < deadline and pids_with(marker):
             time.sleep(0.2)
-        assert _pids_with(marker) == []
+        assert pids_with(marker) == []
     finally:
         parent.kill()
-        for pid in _pids_with(marker):
+        for pid in pids_with(marker):
             os.kill(pid, signal.SIGKILL)
     sandbox.sweep_jobs(tmp_path)   # what the next pool on this cache does first
     assert list((tmp_path / "jobs").iterdir()) == []
 
 
 @needs_sandbox
-def test_a_killed_build_leaves_no_compiler_and_no_files(pool):
+def test_a_killed_build_leaves_no_compiler_and_no_files(tmp_path):
+    """Killed while nvcc or c++ runs (ninja starts each in its own process group): none of them
+    outlives the worker, and the build's temporary files go with its job directory."""
+    from workbench.gpu.pool import LocalPool
+
+    pool = LocalPool(gpus=[], cache_dir=tmp_path)
     honest = (CANDIDATES / "silu_honest.py").read_text().replace(
         'functions=["silu"])', 'functions=["silu"], extra_cuda_cflags=["-DKWB_KILLED_BUILD"])')
+    future = pool.submit(_request(honest))
+    compilers = {"nvcc", "cicc", "cc1plus", "ptxas", "cudafe++"}
     seen: set[str] = set()
-    done = threading.Event()
-
-    def watch() -> None:   # which build processes ran, to know the kill hit a live build
-        while not done.wait(0.2):
-            for pid in _pids_in(pool.cache_dir):
-                try:
-                    seen.add(Path(f"/proc/{pid}/comm").read_text().strip())
-                except OSError:
-                    pass
-
-    watcher = threading.Thread(target=watch)
-    watcher.start()
-    try:
-        v = pool.evaluate(_request(honest, compile_timeout_s=20))
-    finally:
-        done.set()
-        watcher.join()
-    assert v["status"] == "timeout"
-    assert seen & {"ninja", "nvcc", "cicc", "cc1plus", "c++"}, seen
+    deadline = time.time() + 240
+    while time.time() < deadline and not seen & compilers and not future.done():
+        for pid in pids_in(tmp_path):
+            try:
+                seen.add(Path(f"/proc/{pid}/comm").read_text().strip())
+            except OSError:
+                pass
+        time.sleep(0.1)
+    assert seen & compilers, f"the build never reached a compiler: {seen}"
+    pool.shutdown(cancel=True)
+    with pytest.raises(CancelledError):
+        future.result(timeout=60)
     time.sleep(1)
-    assert _pids_in(pool.cache_dir) == []   # no ninja, nvcc, cicc or c++ of that build
-    assert not list((pool.cache_dir / "ext").rglob("*KWB*"))
+    assert pids_in(tmp_path) == []
+    assert list((tmp_path / "jobs").iterdir()) == [] and not list(tmp_path.rglob("*.o"))
+
+
+# ---- doctor and the --require-sandbox setting -------------------------------------------
+
+def _without_landlock(monkeypatch):
+    monkeypatch.setattr(sandbox, "support", lambda: sandbox.Support(
+        True, "user, network and PID namespaces", 0, True, ["landlock"]))
+
+
+def test_doctor_names_each_layer(monkeypatch):
+    from workbench.doctor import sandbox_checks
+
+    assert [c.name for c in sandbox_checks()] == \
+        ["sandbox namespaces", "sandbox landlock", "sandbox seccomp"]
+    _without_landlock(monkeypatch)
+    landlock = sandbox_checks()[1]
+    assert landlock.status == "warn" and "less isolation" in landlock.detail and landlock.fix
+    monkeypatch.setenv(sandbox.REQUIRE_ENV, "1")
+    assert sandbox_checks()[1].status == "fail"
+
+
+def test_eval_warns_or_refuses_without_the_full_sandbox(monkeypatch, tmp_path):
+    from click.testing import CliRunner
+
+    from workbench.cli import main
+
+    _without_landlock(monkeypatch)
+    monkeypatch.delenv(sandbox.REQUIRE_ENV, raising=False)
+    cand = tmp_path / "c.py"
+    cand.write_text("x = 1\n")
+    db = tmp_path / "k.db"
+    result = CliRunner().invoke(main, ["eval", "silu", str(cand), "--no-gpu", "--db", str(db),
+                                       "--require-sandbox"])
+    assert result.exit_code == 2 and not db.exists()
+    assert result.output.strip().splitlines() == [
+        "error: the worker sandbox lacks landlock on this machine (see `kernel-workbench doctor`);"
+        " refusing to evaluate (--require-sandbox)"]
+    monkeypatch.delenv(sandbox.REQUIRE_ENV, raising=False)   # the flag set it for the pool
+    config = tmp_path / "config"
+    (config / "kernel-workbench").mkdir(parents=True)
+    (config / "kernel-workbench" / "config.toml").write_text("[sandbox]\nrequire = true\n")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(config))
+    assert sandbox.required()
+    with pytest.raises(sandbox.SandboxError):
+        with sandbox.worker_launch(tmp_path / "cache", {}, None):
+            pass

@@ -7,7 +7,7 @@ import sys
 import click
 from click_default_group import DefaultGroup
 
-from workbench.cli_options import KernelId, db_option, fail, open_store
+from workbench.cli_options import KernelId, check_sandbox, db_option, fail, open_store, sandbox_option
 from workbench.problems import ProblemError, library_paths, load_problem
 
 
@@ -120,6 +120,7 @@ def report(selectors: tuple[str, ...], as_json: bool, db_path: str | None) -> No
               help="Math settings eager and torch.compile are timed under (default: PyTorch's, "
                    "cuDNN TF32 on). Correctness is always strict fp32.")
 @db_option
+@sandbox_option
 def eval_command(problem: str, candidate: str, as_json: bool, gpus: tuple[int, ...],
                  no_gpu: bool, compile_timeout_s: float, atol: float | None,
                  rtol: float | None, trials: int,
@@ -142,6 +143,9 @@ def eval_command(problem: str, candidate: str, as_json: bool, gpus: tuple[int, .
         source = Path(candidate).read_text()
     except (OSError, UnicodeDecodeError) as e:
         fail(f"{candidate}: cannot read the candidate: {e}")
+    warning = check_sandbox()
+    if warning:
+        click.echo(warning, err=True)
     store = open_store(db_path)
     kernel_id = store.add_kernel(store.upsert_problem(prob), source, origin="file")
     settings = EvalSettings(atol=atol, rtol=rtol, trials=trials, time_budget_s=time_budget,

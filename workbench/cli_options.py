@@ -1,6 +1,7 @@
 """What every command shares: the --db option, opening the store, kernel ids, one-line failure."""
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -11,6 +12,28 @@ from workbench.store_errors import MAX_ID
 
 db_option = click.option("--db", "db_path", type=click.Path(dir_okay=False), default=None,
                          help="SQLite database (default: $KERNEL_WORKBENCH_DB or ./kernels.db).")
+
+
+def _require_sandbox(ctx, param, value: bool) -> None:
+    if value:  # the pool reads it too: no worker starts without every layer
+        os.environ["KERNEL_WORKBENCH_REQUIRE_SANDBOX"] = "1"
+
+
+sandbox_option = click.option(
+    "--require-sandbox", is_flag=True, expose_value=False, callback=_require_sandbox,
+    help="Refuse to evaluate unless every layer of the worker sandbox is available "
+         "(also: KERNEL_WORKBENCH_REQUIRE_SANDBOX=1, or [sandbox] require = true in config.toml).")
+
+
+def check_sandbox() -> str | None:
+    """At the start of evaluation: the missing-layer warning (None when complete); one line and
+    exit 2 when the full sandbox is required and a layer is missing."""
+    from workbench.gpu.sandbox import SandboxError, startup_check
+
+    try:
+        return startup_check()
+    except SandboxError as e:
+        fail(str(e))
 
 
 def fail(message: str, code: int = 2) -> NoReturn:

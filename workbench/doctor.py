@@ -105,8 +105,29 @@ def run_checks() -> list[Check]:
     checks.append(Check("build arch", "ok", cuda_env.arch_list(gpus) +
                         (" (this machine's GPUs only)" if gpus else " (no GPU: default)")))
 
+    checks += sandbox_checks()
     for var in KEY_VARS:
         checks.append(Check(var, "ok" if os.environ.get(var) else "warn",
                             "set" if os.environ.get(var) else "not set",
                             f"export {var}=... to use that provider"))
     return checks
+
+
+SANDBOX_FIXES = {
+    "namespaces": "install util-linux and allow unprivileged user namespaces "
+                  "(sysctl user.max_user_namespaces>0; on Ubuntu also "
+                  "kernel.apparmor_restrict_unprivileged_userns=0)",
+    "landlock": "boot a kernel with Landlock enabled (CONFIG_SECURITY_LANDLOCK=y, "
+                "landlock in the lsm= list)",
+    "seccomp": "use an x86_64 kernel with CONFIG_SECCOMP_FILTER",
+}
+
+
+def sandbox_checks() -> list[Check]:
+    """One line per layer of the worker sandbox; a missing layer fails when it is required."""
+    from workbench.gpu import sandbox
+
+    required = sandbox.required()
+    return [Check(f"sandbox {name}", "ok" if ok else ("fail" if required else "warn"),
+                  detail if ok else f"unavailable: {detail}; candidates run with less isolation",
+                  SANDBOX_FIXES[name]) for name, ok, detail in sandbox.layers()]

@@ -11,7 +11,7 @@ import threading
 
 import click
 
-from workbench.cli_options import db_option, fail, open_store
+from workbench.cli_options import check_sandbox, db_option, fail, open_store, sandbox_option
 from workbench.llm.factory import PROVIDERS
 from workbench.store_errors import MAX_ID
 
@@ -234,6 +234,7 @@ def print_table(store, session_id: int) -> None:
 @click.option("--resume", "resume_id", type=click.IntRange(1, MAX_ID),
               help="Continue session N where it stopped.")
 @db_option
+@sandbox_option
 def run(problem: str | None, provider: str | None, model: str | None, base_url: str | None,
         atol: float | None, rtol: float | None, compile_timeout_s: float | None, no_gpu: bool,
         baseline: str | None,
@@ -264,6 +265,9 @@ def run(problem: str | None, provider: str | None, model: str | None, base_url: 
         gpu_list = _gpu_list(gpus)
     except ValueError:
         fail("--gpu takes GPU indexes, e.g. --gpu 0 --gpu 1 or --gpu 0,1")
+    warning = check_sandbox()
+    if warning:
+        click.echo(warning, err=True)
     try:
         config = load_config()
         prices = PriceTable.load(prices_path or config.get("prices"))

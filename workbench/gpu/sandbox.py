@@ -2,7 +2,7 @@
 
 Every candidate is LLM-written code. Its worker runs:
   - in its own user, network and PID namespaces (util-linux `unshare`): no network; uid nobody
-    inside, so no capabilities; PID 1 of its namespace is our own init (workbench.gpu.confine),
+    inside (root inside with util-linux < 2.38; capabilities there reach nothing outside); PID 1 of its namespace is our own init (workbench.gpu.confine),
     and when it ends the kernel kills everything left, setsid'd orphans, ninja and nvcc included;
   - behind Landlock and seccomp, which the worker applies to itself before the candidate runs
     (workbench.gpu.confine): writes only to its private job directory, reads only what Python,
@@ -42,8 +42,9 @@ from workbench.gpu import confine
 
 REQUIRE_ENV = "KERNEL_WORKBENCH_REQUIRE_SANDBOX"
 BUILD_ENV = "KWB_BUILD_DIR"
-UNSHARE = ["--user", "--map-user=65534", "--map-group=65534", "--net", "--pid", "--fork",
-           "--kill-child"]
+NAMESPACES = ["--user", "--net", "--pid", "--fork", "--kill-child"]
+# nobody inside (no capabilities even there); util-linux before 2.38 can only map root.
+MAPPINGS = (["--map-user=65534", "--map-group=65534"], ["--map-root-user"])
 # Passed through to the worker as they are; everything else is dropped (keys, DB path, ...).
 ENV_NAMES = {"PATH", "LANG", "LANGUAGE", "LD_LIBRARY_PATH", "CC", "CXX", "CUDA_HOME",
              "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_MODULE_LOADING",
@@ -67,28 +68,32 @@ class Support:
     landlock_abi: int
     seccomp: bool
     missing: list[str] = field(default_factory=list)
+    unshare: list[str] = field(default_factory=list)   # argv prefix that makes the namespaces
 
 
 @functools.cache
 def support() -> Support:
     """Which layers this kernel gives an unprivileged process (probed, not guessed)."""
-    unshare = shutil.which("unshare")
-    if not unshare:
-        ns, detail = False, "util-linux `unshare` not found"
-    else:
+    unshare, argv = shutil.which("unshare"), []
+    detail = "util-linux `unshare` not found"
+    for mapping in MAPPINGS if unshare else ():
         try:
-            out = subprocess.run([unshare, *UNSHARE, "--", "true"], capture_output=True,
-                                 text=True, timeout=20)
-            ns = out.returncode == 0
-            detail = "user, network and PID namespaces" if ns else \
-                (out.stderr.strip().splitlines() or ["unshare failed"])[-1]
+            out = subprocess.run([unshare, *NAMESPACES, *mapping, "--", "true"],
+                                 capture_output=True, text=True, timeout=20)
         except (OSError, subprocess.TimeoutExpired) as e:
-            ns, detail = False, f"unshare failed: {e}"
+            detail = f"unshare failed: {e}"
+            continue
+        if out.returncode == 0:
+            argv = [unshare, *NAMESPACES, *mapping, "--"]
+            detail = "user, network and PID namespaces" + (
+                "" if mapping is MAPPINGS[0] else " (root inside: util-linux < 2.38)")
+            break
+        detail = (out.stderr.strip().splitlines() or ["unshare failed"])[-1]
     abi = confine.landlock_abi()
     seccomp = confine.seccomp_arch() and Path("/proc/self/status").read_text().count("Seccomp:") > 0
-    missing = [name for name, ok in (("namespaces", ns), ("landlock", abi > 0),
+    missing = [name for name, ok in (("namespaces", bool(argv)), ("landlock", abi > 0),
                                      ("seccomp", seccomp)) if not ok]
-    return Support(ns, detail, abi, seccomp, missing)
+    return Support(bool(argv), detail, abi, seccomp, missing, argv)
 
 
 def layers() -> list[tuple[str, bool, str]]:
@@ -134,20 +139,19 @@ class Launch:
     env: dict[str, str]
     cwd: str
     job_dir: Path
+    parent: int = field(default_factory=os.getpid)
 
     def command(self, *worker_args: str) -> list[str]:
         return [*self.argv, sys.executable, "-m", "workbench.gpu.worker", *worker_args]
 
-    @staticmethod
-    def preexec() -> None:
+    def preexec(self) -> None:
         """In the child before exec: die with the parent (kill -9 and SIGHUP included)."""
         _prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-        if os.getppid() != _parent_pid:
+        if os.getppid() != self.parent:
             os._exit(1)  # the parent died before the line above
 
 
 _prctl = ctypes.CDLL(None, use_errno=True).prctl
-_parent_pid = os.getpid()
 _prepared: set[str] = set()
 _prepare_lock = threading.Lock()
 
@@ -176,7 +180,7 @@ def worker_launch(cache_dir: Path, base_env: dict[str, str], gpu: int | None):
               "read": _read_paths(cache_dir, env),
               "rw_files": DEVICES_RW + _nvidia_devices() + ([str(gpu_lock)] if gpu is not None else [])}
     env[confine.POLICY_ENV] = json.dumps(policy)
-    argv = [shutil.which("unshare"), *UNSHARE, "--"] if s.namespaces else []
+    argv = s.unshare if s.namespaces else []
     try:
         yield Launch(argv, env, str(job_dir), job_dir)
     finally:
@@ -191,7 +195,9 @@ def _env(base_env: dict[str, str], gpu: int | None, job_dir: Path) -> dict[str, 
                "TORCH_EXTENSIONS_DIR": job_dir / "build", "XDG_CACHE_HOME": job_dir / "tmp",
                "TORCHINDUCTOR_CACHE_DIR": job_dir / "tmp" / "inductor",
                "TRITON_CACHE_DIR": job_dir / "tmp" / "triton",
-               "CUDA_CACHE_PATH": job_dir / "tmp" / "nv", "PYTHONPATH": job_dir / "py"}
+               "CUDA_CACHE_PATH": job_dir / "tmp" / "nv", "PYTHONPATH": job_dir / "py",
+               # In-process compiles: inductor's worker pool needs /dev/shm, shared with the host.
+               "TORCHINDUCTOR_COMPILE_THREADS": 1}
     env.update({k: str(v) for k, v in private.items()})
     env.update(USER="kwb", LOGNAME="kwb", PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1",
                MAX_JOBS=env.get("MAX_JOBS", "2"))  # a candidate is two units: .cpp and .cu
@@ -207,7 +213,8 @@ def _env(base_env: dict[str, str], gpu: int | None, job_dir: Path) -> dict[str, 
 
 
 def _read_paths(cache_dir: Path, env: dict[str, str]) -> list[str]:
-    paths = list(SYSTEM_READ) + [str(cache_dir / "ext"), str(Path(workbench.__file__).resolve().parent)]
+    paths = list(SYSTEM_READ) + [str(cache_dir / "ext"), str(cache_dir / "ceilings.json"),
+                                 str(Path(workbench.__file__).resolve().parent)]
     paths += [p for p in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]
     if env.get("CUDA_HOME"):
         paths.append(os.path.realpath(env["CUDA_HOME"]))
@@ -285,9 +292,13 @@ def _pch_ready() -> bool:
 
 
 def _ceilings_ready(cache_dir: Path) -> bool:
+    # torch is loaded already wherever a GPU pool runs (problem loading needs it).
+    from workbench.gpu.timing import CEILINGS_VERSION
+
     try:
         table = json.loads((cache_dir / "ceilings.json").read_text())
     except (OSError, ValueError):
         return False
     names = {g.name for g in cuda_env.list_gpus()}
-    return all(any(k.startswith(f"{n}|") for k in table) for n in names)
+    return all(any(k.startswith(f"{n}|") and k.endswith(f"|{CEILINGS_VERSION}") for k in table)
+               for n in names)

@@ -5,11 +5,12 @@ from pathlib import Path
 
 import click
 
-from workbench.cli_options import db_option, fail, open_store
+from workbench.cli_options import check_sandbox, db_option, fail, open_store, sandbox_option
 
 
 @click.command("tui")
 @db_option
+@sandbox_option
 @click.argument("problem", required=False)
 def tui(db_path: str | None, problem: str | None) -> None:
     """Open the workbench (optionally on PROBLEM: a library name, a file, or a problem of the
@@ -26,7 +27,11 @@ def tui(db_path: str | None, problem: str | None) -> None:
             if not (path.is_file() and open_store(db_path).rows("problems", "name = ?",
                                                                 [problem])):
                 fail(str(e))
+    warning = check_sandbox()
     store = open_store(db_path)
     from workbench.tui.app import WorkbenchApp
 
-    WorkbenchApp(store, problem=problem).run()
+    app = WorkbenchApp(store, problem=problem)
+    if warning:
+        app.config.problems.append(warning)  # shown as a notice when the app starts
+    app.run()

@@ -1,0 +1,68 @@
+"""The worker sandbox's cost per verdict: the same cached honest candidate evaluated with the full
+sandbox and with every layer off (namespaces, Landlock, seccomp; the private build directory and
+the allowlisted environment stay), interleaved A/B so drift cancels. Writes a Markdown table.
+
+usage: python bench/sandbox_bench.py [--no-gpu] [--rounds N] OUT.md
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from pathlib import Path
+
+from workbench.gpu import sandbox
+from workbench.gpu.executor import EvalSettings
+from workbench.gpu.pool import LocalPool
+from workbench.gpu.verifier import request_for
+from workbench.problems import load_problem
+
+HERE = Path(__file__).resolve().parent.parent / "tests" / "candidates"
+FULL = sandbox.support
+OFF = sandbox.Support(False, "off for the benchmark", 0, False, ["namespaces", "landlock", "seccomp"])
+
+
+def one(pool: LocalPool, request) -> tuple[float, float, str]:
+    """(wall seconds, seconds to the worker's first message, status) for one verdict."""
+    first: list[float] = []
+    pool.on_phase = lambda label, phase: first.append(time.perf_counter()) if not first else None
+    t0 = time.perf_counter()
+    verdict = pool.submit(request).result()
+    return time.perf_counter() - t0, (first[0] - t0) if first else float("nan"), verdict["status"]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("--no-gpu", action="store_true")
+    ap.add_argument("--rounds", type=int, default=8)
+    args = ap.parse_args()
+    settings = EvalSettings(no_gpu=args.no_gpu, time_budget_s=1.0)
+    pool = LocalPool(gpus=[] if args.no_gpu else None)
+    silu = load_problem("silu", smoke=False)
+    request = request_for(silu, (HERE / "silu_honest.py").read_text(), settings, label="bench")
+    one(pool, request)  # build once, prepare the cache (PCH, ceilings): not part of the figures
+    results: dict[str, list[tuple[float, float, str]]] = {"sandbox": [], "no sandbox": []}
+    for _ in range(args.rounds):
+        for mode, probe in (("sandbox", FULL), ("no sandbox", lambda: OFF)):
+            sandbox.support = probe
+            results[mode].append(one(pool, request))
+    sandbox.support = FULL
+    pool.shutdown()
+    lines = [f"Sandbox cost per verdict ({'--no-gpu' if args.no_gpu else 'GPU'}, cached silu_honest, "
+             f"{args.rounds} interleaved rounds, layers: {', '.join(n for n, ok, _ in sandbox.layers() if ok)})",
+             "", "| mode | verdict wall s (median, min-max) | launch to first message s | statuses |",
+             "|---|---|---|---|"]
+    for mode, rows in results.items():
+        walls, firsts = [r[0] for r in rows], [r[1] for r in rows]
+        lines.append(f"| {mode} | {statistics.median(walls):.2f} ({min(walls):.2f}-{max(walls):.2f}) | "
+                     f"{statistics.median(firsts):.3f} | {', '.join(sorted({r[2] for r in rows}))} |")
+    cost = statistics.median(r[0] for r in results["sandbox"]) - \
+        statistics.median(r[0] for r in results["no sandbox"])
+    lines += ["", f"Median cost of the sandbox: {cost:+.2f} s per verdict."]
+    Path(args.out).write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

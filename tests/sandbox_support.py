@@ -1,0 +1,66 @@
+"""Helpers shared by the sandbox tests (CPU: test_sandbox.py, GPU: test_gpu_sandbox.py)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+CANDIDATES = Path(__file__).parent / "candidates"
+ROOT = Path(__file__).parent.parent
+
+
+def source(name: str, **subs: str) -> str:
+    """A candidate's text with its __KEY__ placeholders filled in."""
+    text = (CANDIDATES / f"{name}.py").read_text()
+    for key, value in subs.items():
+        text = text.replace(f"__{key}__", value)
+    return text
+
+
+def pids_with(text: str) -> list[int]:
+    """Processes (other than this one) whose command line contains `text`."""
+    pids = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit() and int(p.name) != os.getpid():
+            try:
+                if text.encode() in (p / "cmdline").read_bytes():
+                    pids.append(int(p.name))
+            except OSError:
+                pass
+    return pids
+
+
+def pids_in(directory: Path) -> list[int]:
+    """Processes working in or naming a path under `directory` (ninja names none: its cwd)."""
+    pids = set(pids_with(str(directory)))
+    for p in Path("/proc").iterdir():
+        try:
+            if p.name.isdigit() and os.readlink(p / "cwd").startswith(str(directory)):
+                pids.add(int(p.name))
+        except OSError:
+            pass
+    return sorted(pids)
+
+
+def sandbox_reason(verdict: dict) -> str:
+    return next(f["reason"] for f in verdict["flags"] if f["kind"] == "sandbox")
+
+
+def kinds(verdict: dict) -> set[str]:
+    return {f["kind"] for f in verdict["flags"]}
+
+
+def cli_eval(tmp_path: Path, candidate_source: str, env_extra: dict, *flags: str) -> tuple[dict, Path]:
+    """`kernel-workbench eval silu` of a candidate in a fresh process (so its environment is the
+    parent's initial one); the candidate's __DB__ becomes the database path."""
+    db, cand = tmp_path / "k.db", tmp_path / "cand.py"
+    cand.write_text(candidate_source.replace("__DB__", str(db)))
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "KERNEL_WORKBENCH_CACHE": str(tmp_path / "cache"),
+           **env_extra}
+    out = subprocess.run([sys.executable, "-m", "workbench", "eval", "silu", str(cand), "--json",
+                          "--db", str(db), *flags], capture_output=True, text=True, env=env,
+                         timeout=600)
+    assert out.stdout, out.stderr
+    return json.loads(out.stdout), db
