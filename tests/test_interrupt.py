@@ -185,6 +185,6 @@ def test_pool_cancel_kills_the_worker_and_gives_no_verdict(tmp_path):
         with pytest.raises(CancelledError):
             future.result(timeout=30)
         assert time.monotonic() - t0 < 10
-        assert not pool._procs
+        assert not pool._workers
     finally:
         pool.shutdown(cancel=True)

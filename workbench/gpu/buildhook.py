@@ -22,7 +22,7 @@ import os
 import re
 import sys
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 HOOK_VERSION = "1"
@@ -66,8 +66,10 @@ def _sanitize(name: str) -> str:
     return clean if not clean[0].isdigit() else "e" + clean
 
 
-def install(cache_dir: Path, recorder: BuildRecorder) -> None:
-    """Replace load_inline; builds go to $KWB_BUILD_DIR/<key>, hits load from cache_dir/ext."""
+def install(cache_dir: Path, recorder: BuildRecorder, gate=None) -> None:
+    """Replace load_inline; builds go to $KWB_BUILD_DIR/<key>, hits load from cache_dir/ext.
+    A build (a miss) runs inside `gate.slot()`: the parent hands out CPU slots, so a build's time
+    limit starts when it gets one, not when it starts to wait."""
     import torch
     import torch.utils.cpp_extension as ce
 
@@ -125,13 +127,15 @@ def install(cache_dir: Path, recorder: BuildRecorder) -> None:
         if cuda:
             sources.append(_write(build_dir / "cuda.cu", "\n".join(head + cuda)))
 
-        start = time.perf_counter()
-        module = ce.load(ext_name, sources, extra_cflags=cflags, extra_cuda_cflags=cuda_flags,
-                         extra_ldflags=ldflags, extra_include_paths=includes,
-                         build_directory=str(build_dir), verbose=verbose,
-                         with_cuda=with_cuda if with_cuda is not None else bool(cuda),
-                         is_python_module=is_python_module, keep_intermediates=keep_intermediates)
-        recorder.seconds += time.perf_counter() - start
+        with gate.slot() if gate else nullcontext():
+            start = time.perf_counter()
+            module = ce.load(ext_name, sources, extra_cflags=cflags, extra_cuda_cflags=cuda_flags,
+                             extra_ldflags=ldflags, extra_include_paths=includes,
+                             build_directory=str(build_dir), verbose=verbose,
+                             with_cuda=with_cuda if with_cuda is not None else bool(cuda),
+                             is_python_module=is_python_module,
+                             keep_intermediates=keep_intermediates)
+            recorder.seconds += time.perf_counter() - start
         recorder.cache_hit = False
         return module
 

@@ -69,6 +69,7 @@ class Reference:
     compiled: object | None
     compile_error: str | None
     compile_s: float
+    eager_ms: float | None = None   # one warm eager call: the parent's watchdog scales by it
 
 
 def prepare_reference(job: dict) -> Reference:
@@ -89,7 +90,19 @@ def prepare_reference(job: dict) -> Reference:
             torch.cuda.synchronize()
         except Exception as e:  # noqa: BLE001 - the candidate is still judged against eager
             compiled, error = None, f"{type(e).__name__}: {e}"[:300]
-    return Reference(problem, ref, compiled, error, time.perf_counter() - t)
+    compile_s = time.perf_counter() - t
+    return Reference(problem, ref, compiled, error, compile_s, _eager_ms(problem, ref, seeds[-1]))
+
+
+def _eager_ms(problem, ref, seed: int) -> float:
+    args = inp.generate(problem, seed, "default")
+    with torch.no_grad():
+        ref(*args)
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        ref(*args)
+        torch.cuda.synchronize()
+    return (time.perf_counter() - t) * 1e3
 
 
 def evaluate(job: dict, candidate, recorder, reference: Reference, watched: dict,
@@ -116,6 +129,7 @@ def evaluate(job: dict, candidate, recorder, reference: Reference, watched: dict
     phase_s["torch_compile"] = reference.compile_s
     if reference.compile_error:
         out["compile_reference_error"] = reference.compile_error
+    chan.beat()
     cand = _build(candidate.ModelNew, problem.get_init_inputs, seeds[0])
     out["weights_aligned"] = _align_weights(ref, cand)
     phase_s["setup"] = clock() - t
@@ -124,7 +138,8 @@ def evaluate(job: dict, candidate, recorder, reference: Reference, watched: dict
     chan.send("phase", phase="correctness")
     t = clock()
     with baseline.strict():
-        outcome = correctness.check(problem, ref, cand, seeds, settings["trials"], atol, rtol)
+        outcome = correctness.check(problem, ref, cand, seeds, settings["trials"], atol, rtol,
+                                    beat=chan.beat)
     phase_s["correctness"] = clock() - t
     out.update(outcome.as_dict())
     for f in outcome.flags:
@@ -145,6 +160,7 @@ def evaluate(job: dict, candidate, recorder, reference: Reference, watched: dict
         rg.triton_kernel_names(job["candidate_source"])
     t = clock()
     try:
+        chan.beat(allow_s=10.0)  # the profiler's first start (CUPTI) takes seconds
         with torch.no_grad():
             launches = launch_trace.profile_launches(cand, inp.clone(base))
         out["launches"] = launch_trace.summarize(launches)   # evidence for the prompts
@@ -166,6 +182,7 @@ def evaluate(job: dict, candidate, recorder, reference: Reference, watched: dict
     # ---- timing (the baseline's math settings, for every contender) ---------------------
     chan.send("phase", phase="timing")
     t = clock()
+    chan.beat()
     with baseline.strict(), torch.no_grad():
         strict = correctness.answer(ref, outcome.ref64, base)
     baseline.apply(mode)
@@ -187,12 +204,13 @@ def evaluate(job: dict, candidate, recorder, reference: Reference, watched: dict
     threads_before = {t.ident for t in threading.enumerate()}
     with torch.no_grad():
         for i, fn in enumerate(contenders.values()):
-            timing.warm_up(fn, inp.clone(base), flush, Event, sync, clock, cap_s=3.0 if i == 0 else 0.5)
+            timing.warm_up(fn, inp.clone(base), flush, Event, sync, clock,
+                           cap_s=3.0 if i == 0 else 0.5, beat=chan.beat)
         phase_s["warmup"] = clock() - t
         t = clock()
         series, rounds, failures = timing.interleaved(
             contenders, base, flush, settings["time_budget_s"], settings["target_rel_ci"],
-            seeds[0], check, Event, sync, clock)
+            seeds[0], check, Event, sync, clock, beat=chan.beat)
     phase_s["timing"] = clock() - t
     if failures:
         flag("timed_output_mismatch", f"outputs during timing differ from the reference "
@@ -217,6 +235,7 @@ def evaluate(job: dict, candidate, recorder, reference: Reference, watched: dict
         flag("hidden_work", f"host clock shows {excess:.3f} ms per call beyond the CUDA events "
                             f"(reference: {ref_excess:.3f} ms): work outside the timed stream")
 
+    chan.beat(allow_s=10.0)  # measured once per GPU model and torch version, then cached
     ceilings = load_ceilings(cache_dir, Event)
     flops_rate = ceilings["flops_per_s"].get(job.get("dtype"), ceilings["flops_per_s"]["float32"])
     must = judge.must_move_bytes([i["bytes"] for i in outcome.inputs],

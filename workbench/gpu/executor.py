@@ -18,10 +18,12 @@ class EvalSettings:
     time_budget_s: float = 4.0         # per-candidate timing budget (A/B loop)
     target_rel_ci: float = 0.01        # stop when the 95% CI half-width <= this x median
     compile_timeout_s: float = 300.0
-    run_timeout_s: float = 180.0       # GPU phase wall clock, after the worker holds its GPU
+    run_timeout_s: float = 180.0       # worker start-up, and a whole GPU turn (a hung call is
+                                       # killed far sooner: see workbench.gpu.watchdog)
     time_reference_compile: bool = True
     baseline: str = "default"          # eager/compile math: default | strict | tf32 (gpu/baseline.py)
     no_gpu: bool = False               # compile + static guards only
+    verify_workers: int | None = None  # candidates in flight at once; None: from cores and GPUs
 
     def to_dict(self) -> dict:
         return asdict(self)

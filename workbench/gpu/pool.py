@@ -1,30 +1,36 @@
-"""The local executor: one worker process per candidate, a queue across this machine's GPUs.
+"""The local executor: one worker process per candidate, queued across this machine's GPUs.
 
 Each candidate builds and runs in its own process (its own session, so nvcc and ninja die with
-it), bound to one GPU by CUDA_VISIBLE_DEVICES. Workers build in parallel and take turns on each
-GPU through a lock file, so timings never overlap. A crash, a hang or an OOM costs only that
-worker: the verdict says what happened and the next candidate starts fresh.
+it), bound to one GPU by CUDA_VISIBLE_DEVICES. Start-up is off the critical path: a warm spare
+per GPU (workbench.gpu.spares) has already imported torch and prepared the reference when a
+candidate arrives. Builds queue for CPU slots handed out here, so a build's time limit does not
+depend on how many others run; workers take turns on each GPU through a lock file, so timings
+never overlap, and only correctness and timing hold it. A crash, a hang or an OOM costs only
+that worker: the verdict says what happened (workbench.gpu.watchdog owns the limits).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
-import queue
 import secrets
-import signal
 import subprocess
 import tempfile
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import ExitStack
 from pathlib import Path
 
 from workbench import cuda_env
-from workbench.gpu import buildlog, guards, resources, sandbox
+from workbench.gpu import buildlog, guards, resources, sandbox, watchdog
 from workbench.gpu.executor import EvalRequest, EvaluationCancelled
+from workbench.gpu.spares import Spares
 from workbench.gpu.verdict import empty
+from workbench.gpu.workers import Worker
 
 CACHE_ENV = "KERNEL_WORKBENCH_CACHE"
+MAX_VERIFY_WORKERS = 64
 
 
 def default_cache_dir() -> Path:
@@ -33,32 +39,92 @@ def default_cache_dir() -> Path:
     return Path(base)
 
 
-class LocalPool:
-    """Executor over this machine's GPUs (or none: then builds and static guards only)."""
+def default_build_slots(cpus: int | None = None) -> int:
+    """Builds at once: each is two compile units (MAX_JOBS=2); a core stays for the GPU turns."""
+    cpus = cpus or os.cpu_count() or 2
+    return max(1, (cpus - 1) // 2)
 
-    def __init__(self, gpus: list[int] | None = None, compile_workers: int | None = None,
-                 cache_dir: Path | None = None, on_phase=None) -> None:
+
+def default_verify_workers(gpus: int, cpus: int | None = None) -> int:
+    """Candidates in flight: enough to keep every build slot busy and, per GPU, one candidate
+    on it and one ready behind it."""
+    return min(MAX_VERIFY_WORKERS, max(2, default_build_slots(cpus) + 2 * gpus))
+
+
+class Width:
+    """How many candidates are in flight at once; can change while work waits. Waiters go in
+    the order they arrived."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = max(1, min(MAX_VERIFY_WORKERS, limit))
+        self._busy = 0
+        self._queue: list[object] = []
+        self._cond = threading.Condition()
+
+    def set(self, limit: int) -> None:
+        with self._cond:
+            self.limit = max(1, min(MAX_VERIFY_WORKERS, limit))
+            self._cond.notify_all()
+
+    def __enter__(self) -> None:
+        ticket = object()
+        with self._cond:
+            self._queue.append(ticket)
+            self._cond.wait_for(lambda: self._queue[0] is ticket and self._busy < self.limit)
+            self._queue.pop(0)
+            self._busy += 1
+            self._cond.notify_all()
+
+    def __exit__(self, *exc) -> None:
+        with self._cond:
+            self._busy -= 1
+            self._cond.notify_all()
+
+
+class LocalPool:
+    """Executor over this machine's GPUs (or none: then builds and static guards only).
+
+    verify_workers: candidates in flight at once (default from cores and GPUs);
+    build_slots: builds at once (default from cores); spares: keep warm workers waiting."""
+
+    def __init__(self, gpus: list[int] | None = None, verify_workers: int | None = None,
+                 cache_dir: Path | None = None, on_phase=None, build_slots: int | None = None,
+                 spares: bool = True) -> None:
         info = cuda_env.list_gpus()
         self.gpus = [g.index for g in info] if gpus is None else list(gpus)
         self.base_env = cuda_env.build_env(info)
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
         self.cache_dir.mkdir(parents=True, exist_ok=True)
-        workers = compile_workers or max(2, (os.cpu_count() or 2) // 2)
-        self._threads = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kwb-eval")
+        self._width = Width(verify_workers or default_verify_workers(len(self.gpus)))
+        self._threads = ThreadPoolExecutor(max_workers=MAX_VERIFY_WORKERS,
+                                           thread_name_prefix="kwb-eval")
+        # Workers die with the thread that started them (PR_SET_PDEATHSIG): one long-lived
+        # thread starts them all, whichever thread (a spare's watcher, say) asks.
+        self._launcher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kwb-launch")
+        self._slots = threading.Semaphore(build_slots or default_build_slots())
         self._lock = threading.Lock()
-        self._procs: dict[subprocess.Popen, threading.Event] = {}   # worker -> its cancel token
+        self._workers: dict[Worker, threading.Event] = {}  # worker -> its candidate's cancel token
         self._tokens: dict[Future, threading.Event] = {}
         self._assigned = {g: 0 for g in self.gpus}
         self._closed = False
+        self.spares = Spares(self._launch, enabled=spares)
         self.on_phase = on_phase  # callback(label, phase) for progress displays
+
+    @property
+    def verify_workers(self) -> int:
+        return self._width.limit
 
     # -- Executor -----------------------------------------------------------------------
     def submit(self, request: EvalRequest) -> Future:
+        """Queue a candidate. A request whose settings name a width (verify_workers) sets the
+        pool's width from then on (the app shares one pool between its sessions)."""
         if self._closed:
             raise RuntimeError("the executor is shut down")
+        if request.settings.verify_workers:
+            self._width.set(request.settings.verify_workers)
         token = threading.Event()
         with self._lock:
-            future = self._threads.submit(self.evaluate, request, token)
+            future = self._threads.submit(self._evaluate_in_turn, request, token)
             self._tokens[future] = token
         future.add_done_callback(self._forget)
         return future
@@ -67,6 +133,12 @@ class LocalPool:
         with self._lock:
             self._tokens.pop(future, None)
 
+    def _evaluate_in_turn(self, request: EvalRequest, token: threading.Event) -> dict:
+        with self._width:
+            if token.is_set():
+                raise EvaluationCancelled(f"{request.label or 'evaluation'}: cancelled")
+            return self.evaluate(request, token)
+
     def cancel(self, futures: list[Future]) -> None:
         """Stop these evaluations; their futures raise CancelledError instead of a verdict."""
         with self._lock:
@@ -74,26 +146,37 @@ class LocalPool:
             for token in tokens:
                 if token is not None:
                     token.set()
-            doomed = [p for p, t in self._procs.items() if t.is_set()]
-        for proc in doomed:
-            _kill(proc)
+            doomed = [w for w, t in self._workers.items() if t.is_set()]
+        for worker in doomed:
+            worker.kill()
+
+    def prewarm(self, request: EvalRequest) -> None:
+        """Start a spare on each GPU for this problem and these settings, before any candidate."""
+        for gpu in ([None] if request.settings.no_gpu or not self.gpus else self.gpus):
+            job, key = self._job(request, gpu)
+            self.spares.ensure(gpu, key, job)
 
     def shutdown(self, cancel: bool = False) -> None:
+        """Stop taking candidates; finish those in flight (or, with cancel, kill them); kill
+        the spares."""
         self._closed = True
         if cancel:
+            self.spares.close()
             with self._lock:
                 for token in self._tokens.values():
                     token.set()
-                doomed = list(self._procs)
-            for proc in doomed:
-                _kill(proc)
+                doomed = list(self._workers)
+            for worker in doomed:
+                worker.kill()
         self._threads.shutdown(wait=not cancel, cancel_futures=cancel)
+        self.spares.close()
+        self._launcher.shutdown(wait=not cancel)
 
     # -- one candidate ------------------------------------------------------------------
     def evaluate(self, request: EvalRequest, token: threading.Event | None = None) -> dict:
         s = request.settings
         token = token or threading.Event()
-        static_flags, static_notes = guards.review(request.candidate_source, request.dtype)
+        static_flags = guards.check(request.candidate_source, request.dtype)
         gpu = None if (s.no_gpu or not self.gpus) else self._pick_gpu()
         try:
             result = self._run_worker(request, gpu, token)
@@ -102,8 +185,7 @@ class LocalPool:
                 with self._lock:
                     self._assigned[gpu] -= 1
         verdict = empty(result.get("status", "crashed"))
-        verdict.update({k: v for k, v in result.items() if k not in ("flags", "notes")})
-        verdict["notes"] = static_notes + result.get("notes", [])
+        verdict.update({k: v for k, v in result.items() if k != "flags"})
         verdict["flags"] = static_flags + [f for f in result.get("flags", [])
                                            if f["kind"] not in {x["kind"] for x in static_flags}]
         status = verdict["status"]
@@ -127,119 +209,65 @@ class LocalPool:
             self._assigned[gpu] += 1
             return gpu
 
-    def _run_worker(self, request: EvalRequest, gpu: int | None,
-                    token: threading.Event) -> dict:
-        s = request.settings
-        nonce = secrets.token_hex(16)
+    def _job(self, request: EvalRequest, gpu: int | None) -> tuple[dict, str]:
+        """What a worker needs before its candidate, and the key spares are kept under."""
         job = {
-            "nonce": nonce, "mode": "compile" if gpu is None else "full",
-            "problem_source": request.problem_source, "candidate_source": request.candidate_source,
-            "atol": request.atol, "rtol": request.rtol, "flops": request.flops,
-            "min_bytes": request.min_bytes, "dtype": request.dtype, "settings": s.to_dict(),
+            "mode": "compile" if gpu is None else "full",
+            "problem_source": request.problem_source, "atol": request.atol,
+            "rtol": request.rtol, "flops": request.flops, "min_bytes": request.min_bytes,
+            "dtype": request.dtype, "settings": request.settings.to_dict(),
             "cache_dir": str(self.cache_dir),
             "gpu_lock": str(self.cache_dir / f"gpu{gpu}.lock") if gpu is not None else None,
-            # Chosen here, in secret: a candidate cannot predict its inputs.
-            "seeds": [secrets.randbits(31) for _ in range(s.trials + 2)],
         }
+        return job, hashlib.sha256(json.dumps(job, sort_keys=True).encode()).hexdigest()
+
+    def _launch(self, job: dict, gpu: int | None, key: str) -> Worker:
+        return self._launcher.submit(self._start, job, gpu, key).result()
+
+    def _start(self, job: dict, gpu: int | None, key: str) -> Worker:
+        """Start one worker process, sandboxed: the only place one starts. Its sandbox (job
+        directory, harvest of its builds) closes with Worker.finish."""
+        nonce = secrets.token_hex(16)
         log = tempfile.TemporaryFile(mode="w+", prefix="kwb-worker-")
-        with sandbox.worker_launch(self.cache_dir, self.base_env, gpu) as launch:
-            read_fd, write_fd = os.pipe()
-            proc = subprocess.Popen(
-                launch.command(str(write_fd)), stdin=subprocess.PIPE, stdout=log,
-                stderr=subprocess.STDOUT, pass_fds=(write_fd,), env=launch.env, cwd=launch.cwd,
-                preexec_fn=launch.preexec, start_new_session=True, text=True)
-            os.close(write_fd)
+        sandboxed = ExitStack()
+        launch = sandboxed.enter_context(sandbox.worker_launch(self.cache_dir, self.base_env, gpu))
+        read_fd, write_fd = os.pipe()
+        proc = subprocess.Popen(
+            launch.command(str(write_fd)), stdin=subprocess.PIPE, stdout=log,
+            stderr=subprocess.STDOUT, pass_fds=(write_fd,), env=launch.env, cwd=launch.cwd,
+            preexec_fn=launch.preexec, start_new_session=True, text=True)
+        os.close(write_fd)
+        worker = Worker(proc, read_fd, nonce, log, gpu, key, on_finish=sandboxed.close)
+        # Chosen here, in secret: a candidate cannot predict its inputs.
+        worker.send({**job, "nonce": nonce,
+                     "seeds": [secrets.randbits(31) for _ in range(job["settings"]["trials"] + 2)]})
+        return worker
+
+    def _run_worker(self, request: EvalRequest, gpu: int | None,
+                    token: threading.Event) -> dict:
+        job, key = self._job(request, gpu)
+        worker = self.spares.take(gpu, key, job)
+        with self._lock:
+            self._workers[worker] = token
+        if token.is_set():  # cancelled while it was handed over
+            worker.kill()
+        try:
+            since = time.monotonic()
+            worker.send({"candidate_source": request.candidate_source})
+            on_phase = (lambda phase: self.on_phase(request.label, phase)) if self.on_phase else None
+            result = watchdog.follow(worker, request.settings, self._slots, token, on_phase,
+                                     since)
+        finally:
+            text = worker.finish()
             with self._lock:
-                self._procs[proc] = token
-            try:
-                if token.is_set():   # cancelled while the worker started
-                    _kill(proc)
-                proc.stdin.write(json.dumps(job))
-                proc.stdin.close()
-                result = self._follow(proc, read_fd, nonce, request)
-            except BrokenPipeError:   # killed before it read its job
-                os.close(read_fd)
-                result = {"status": "crashed", "error": None}
-            finally:
-                _kill(proc)
-                proc.wait()
-                with self._lock:
-                    self._procs.pop(proc, None)
+                self._workers.pop(worker, None)
         if token.is_set() and result.get("status") in ("crashed", "timeout"):
             # Killed on purpose (Ctrl-C, cancel, quit): no verdict; the kernel is verified again.
-            log.close()
             raise EvaluationCancelled(f"{request.label or 'evaluation'}: cancelled")
-        log.seek(0)
-        text = log.read()
-        log.close()
         result["build_log"] = buildlog.tail(text)
         if result["status"] == "compile_error":
             result["error"] = buildlog.first_errors(result.get("error") or "", text)
         elif result["status"] == "crashed":
-            result["error"] = buildlog.crash_reason(result.get("error"), text, proc.returncode)
+            result["error"] = buildlog.crash_reason(result.get("error"), text,
+                                                    worker.proc.returncode)
         return result
-
-    def _follow(self, proc: subprocess.Popen, read_fd: int, nonce: str,
-                request: EvalRequest) -> dict:
-        """Read the worker's messages; enforce each phase's time limit."""
-        s = request.settings
-        messages: queue.Queue = queue.Queue()
-
-        def reader() -> None:
-            with os.fdopen(read_fd) as f:
-                for line in f:
-                    messages.put(line)
-            messages.put(None)
-
-        threading.Thread(target=reader, daemon=True, name="kwb-reader").start()
-        phase, deadline = "compiling", time.monotonic() + s.compile_timeout_s
-        compiled: dict = {}
-        forged = False
-        while True:
-            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
-            try:
-                line = messages.get(timeout=timeout)
-            except queue.Empty:
-                _kill(proc)
-                limit = s.compile_timeout_s if phase == "compiling" else s.run_timeout_s
-                return {**compiled, "status": "timeout",
-                        "error": f"{phase} took longer than {limit:.0f} s; the worker was killed"}
-            if line is None:
-                proc.wait()
-                return {**compiled, "status": "crashed", "error": None}
-            try:
-                msg = json.loads(line)
-            except json.JSONDecodeError:
-                forged = True
-                continue
-            if msg.get("nonce") != nonce:
-                forged = True
-                continue
-            if msg["type"] == "result":
-                result = msg["verdict"]
-                if forged:
-                    result.setdefault("flags", []).append({
-                        "kind": "forged_result",
-                        "reason": "something other than the evaluator wrote to its result channel"})
-                return result
-            phase = msg.get("phase", phase)
-            if self.on_phase:
-                self.on_phase(request.label, phase)
-            if phase == "compiled":
-                compiled = {k: msg[k] for k in ("compile_s", "cache_hit", "extensions",
-                                                "cache_key") if k in msg}
-                deadline = None
-            elif phase == "preparing":
-                deadline = time.monotonic() + s.run_timeout_s
-            elif phase == "waiting_gpu":
-                deadline = None
-            elif phase == "gpu":
-                deadline = time.monotonic() + s.run_timeout_s
-
-
-def _kill(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass

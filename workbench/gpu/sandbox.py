@@ -49,7 +49,8 @@ MAPPINGS = (["--map-user=65534", "--map-group=65534"], ["--map-root-user"])
 ENV_NAMES = {"PATH", "LANG", "LANGUAGE", "LD_LIBRARY_PATH", "CC", "CXX", "CUDA_HOME",
              "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_MODULE_LOADING",
              "TORCH_CUDA_ARCH_LIST", "MAX_JOBS", "OMP_NUM_THREADS", "NVCC_PREPEND_FLAGS",
-             "NVCC_APPEND_FLAGS", "CUDA_LAUNCH_BLOCKING", "TORCH_SHOW_CPP_STACKTRACES"}
+             "NVCC_APPEND_FLAGS", "CUDA_LAUNCH_BLOCKING", "TORCH_SHOW_CPP_STACKTRACES",
+             "KERNEL_WORKBENCH_SIMULATED_GPU"}  # tests: workbench.gpu.simulated
 ENV_PREFIXES = ("LC_",)
 SYSTEM_READ = ["/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/proc", "/sys",
                "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime",
@@ -167,6 +168,9 @@ def worker_launch(cache_dir: Path, base_env: dict[str, str], gpu: int | None):
     _prepare(cache_dir, gpu)
     jobs = cache_dir / "jobs"
     jobs.mkdir(parents=True, exist_ok=True)
+    # Landlock allows reads only under paths that exist when the worker starts: a spare started
+    # before the first build lands must still see the builds harvested later.
+    (cache_dir / "ext").mkdir(exist_ok=True)
     job_dir = jobs / f"{os.getpid()}-{secrets.token_hex(6)}"
     for sub in ("build", "tmp", "py"):
         (job_dir / sub).mkdir(parents=True)

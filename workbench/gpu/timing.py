@@ -43,13 +43,22 @@ def timed_call(fn, args, flush: L2Flusher, Event, sync, clock) -> tuple[float, f
     return start.elapsed_time(end), (h1 - h0) * 1e3, out
 
 
-def warm_up(fn, args, flush: L2Flusher, Event, sync, clock, cap_s: float = 3.0) -> int:
+def _no_beat() -> None:
+    pass
+
+
+def warm_up(fn, args, flush: L2Flusher, Event, sync, clock, cap_s: float = 3.0,
+            beat=_no_beat) -> int:
     """Run until the clock has ramped (idle ~345 MHz, loaded ~1980 MHz on an H200): successive
-    groups of five calls agree within 2%, after at least 0.2 s."""
+    groups of five calls agree within 2%, after at least 0.2 s. `beat()` before each call
+    tells the parent's watchdog the turn is alive."""
     t0 = clock()
     prev, calls = None, 0
     while True:
-        group = [timed_call(fn, args, flush, Event, sync, clock)[0] for _ in range(5)]
+        group = []
+        for _ in range(5):
+            beat()
+            group.append(timed_call(fn, args, flush, Event, sync, clock)[0])
         calls += 5
         cur = median(group)
         elapsed = clock() - t0
@@ -60,7 +69,8 @@ def warm_up(fn, args, flush: L2Flusher, Event, sync, clock, cap_s: float = 3.0) 
 
 def interleaved(contenders: dict, base: list, flush: L2Flusher, budget_s: float,
                 target_rel: float, seed: int, check, Event, sync, clock,
-                min_rounds: int = 20, max_rounds: int = 20000) -> tuple[dict, int, list]:
+                min_rounds: int = 20, max_rounds: int = 20000,
+                beat=_no_beat) -> tuple[dict, int, list]:
     """Time every contender once per round, in a shuffled order, each on fresh inputs (the same
     values for all contenders in a round). `check(round, outputs)` sees the outputs of ~10% of
     rounds (and the first two) and returns a failure reason or None.
@@ -79,6 +89,7 @@ def interleaved(contenders: dict, base: list, flush: L2Flusher, budget_s: float,
         outputs = {}
         for name in names:
             args = inp.rolled(base, shift)
+            beat()
             g, h, out = timed_call(contenders[name], args, flush, Event, sync, clock)
             series[name].gpu_ms.append(g)
             series[name].host_ms.append(h)

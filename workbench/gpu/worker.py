@@ -1,10 +1,15 @@
-"""One candidate, one process: build, then (holding a GPU) check and time it.
+"""One candidate, one process: warm up, build, then (holding a GPU) check and time it.
 
-Run as `python -m workbench.gpu.worker RESULT_FD` with the job as JSON on stdin. Imports only
-torch and the standard library, so it runs under whatever Python holds torch on a GPU box.
-The parent (workbench.gpu.pool) launches it sandboxed (workbench.gpu.sandbox), owns timeouts and
-kills it on a hang; a crash here costs only this candidate. Results go to a private pipe, tagged with a nonce the candidate
-never sees, never to stdout (which carries the candidate's and the compiler's prints).
+Run as `python -m workbench.gpu.worker RESULT_FD`. Imports only torch and the standard library,
+so it runs under whatever Python holds torch on a GPU box. The parent (workbench.gpu.pool)
+starts it as a spare: it reads the job (everything but the candidate) as one JSON line on stdin,
+imports torch, creates its CUDA context and prepares the reference (eager and torch.compile),
+says "ready", and only then reads the candidate's line. It evaluates exactly that one candidate
+and exits. Later stdin lines are the parent's grants of a CPU slot for a build.
+
+The parent launches it sandboxed (workbench.gpu.sandbox), owns every time limit and kills it on
+a hang; a crash here costs only this candidate. Results go to a private pipe, tagged with a nonce the candidate never
+sees, never to stdout (which carries the candidate's and the compiler's prints).
 """
 from __future__ import annotations
 
@@ -17,15 +22,60 @@ import time
 import traceback
 from pathlib import Path
 
+SIMULATED_ENV = "KERNEL_WORKBENCH_SIMULATED_GPU"  # tests: the GPU turn runs on the CPU
+_clock = time.monotonic  # taken before any candidate code can replace it
+
 
 class Channel:
-    def __init__(self, fd: int, nonce: str) -> None:
+    """Messages to the parent (results pipe) and its grants (the private copy of stdin)."""
+
+    def __init__(self, fd: int, nonce: str, control) -> None:
         self._f = os.fdopen(fd, "w", buffering=1)
         self._nonce = nonce
+        self._control = control
+        self._last_beat = 0.0
 
     def send(self, kind: str, **payload) -> None:
         self._f.write(json.dumps({"nonce": self._nonce, "type": kind, **payload}) + "\n")
         self._f.flush()
+
+    def phase(self, phase: str, **payload) -> None:
+        self.send("phase", phase=phase, **payload)
+
+    def beat(self, allow_s: float | None = None) -> None:
+        """Before each call on the GPU: tells the parent's watchdog the turn is alive (at most
+        five times a second). `allow_s` asks for longer before the next one (e.g. profiler set-up)."""
+        now = _clock()
+        if allow_s is not None or now - self._last_beat >= 0.2:
+            self._last_beat = now
+            self.send("beat", **({"allow_s": allow_s} if allow_s is not None else {}))
+
+    def receive(self) -> dict | None:
+        line = self._control.readline()
+        return json.loads(line) if line.strip() else None
+
+
+class BuildGate:
+    """Asks the parent for a CPU slot before a build: the wait does not count against the
+    build's time limit."""
+
+    def __init__(self, chan: Channel) -> None:
+        self._chan = chan
+
+    def slot(self):
+        gate = self
+
+        class _Slot:
+            def __enter__(self):
+                gate._chan.phase("build_queue")
+                if gate._chan.receive() is None:
+                    raise RuntimeError("the verifier withdrew this build")
+                gate._chan.phase("building")
+
+            def __exit__(self, *exc):
+                gate._chan.phase("built")
+
+        return _Slot()
 
 
 def _error_text(e: BaseException) -> str:
@@ -37,29 +87,53 @@ def main() -> None:
 
     confine.enter()  # the sandbox's inner layers, before anything reads the candidate
     fd = int(sys.argv[1])
-    job = json.loads(sys.stdin.read())
-    chan = Channel(fd, job.pop("nonce"))
+    # The parent's control lines stay private: the candidate's stdin is /dev/null.
+    control = os.fdopen(os.dup(0), "r")
+    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+    job = json.loads(control.readline())
+    chan = Channel(fd, job.pop("nonce"), control)
     try:
         verdict = run(job, chan)
     except BaseException as e:  # noqa: BLE001 - anything the candidate does ends as a verdict
         traceback.print_exc()
         verdict = {"status": "crashed", "error": _error_text(e)[:4000]}
-    chan.send("result", verdict=observe.annotate(verdict))
+    if verdict is not None:
+        chan.send("result", verdict=observe.annotate(verdict))
 
 
-def run(job: dict, chan: Channel) -> dict:
+def _evaluator():
+    if os.environ.get(SIMULATED_ENV):
+        from workbench.gpu import simulated
+        return simulated
+    from workbench.gpu import evaluate
+    return evaluate
+
+
+def run(job: dict, chan: Channel) -> dict | None:
     from workbench.gpu import buildhook, candidate_file
 
-    chan.send("phase", phase="compiling")
+    chan.phase("starting")
     recorder = buildhook.BuildRecorder()
-    buildhook.install(Path(job["cache_dir"]), recorder)
+    buildhook.install(Path(job["cache_dir"]), recorder, gate=BuildGate(chan))
     candidate_file.triton_cache_default(Path(job["cache_dir"]))
     import torch._dynamo  # noqa: F401 - it rewraps torch functions on import; snapshot after that
 
     from workbench.gpu import runtime_guards as rg
 
+    reference, evaluator = None, None
+    if job["mode"] == "full":
+        chan.phase("preparing")
+        evaluator = _evaluator()
+        reference = evaluator.prepare_reference(job)
+    chan.phase("ready", ref_eager_ms=getattr(reference, "eager_ms", None))
+    candidate_job = chan.receive()
+    if candidate_job is None:
+        return None  # a spare nobody took: the pool is closing
+    job.update(candidate_job)
+
     watched = rg.watched_objects()
     threads_before = {t.ident for t in threading.enumerate()}
+    chan.phase("compiling")
     t0 = time.perf_counter()
     candidate, error = None, None
     try:
@@ -76,22 +150,19 @@ def run(job: dict, chan: Channel) -> dict:
     if not hasattr(candidate, "ModelNew"):
         return {"status": "compile_error", **build,
                 "error": "the candidate defines no `ModelNew` class"}
-    chan.send("phase", phase="compiled", **build)
+    chan.phase("compiled", **build)
     if job["mode"] == "compile":
         return {"status": "compiled", **build}
 
     import_threads = rg.new_threads(threads_before)
-    chan.send("phase", phase="preparing")
-    from workbench.gpu.evaluate import evaluate, prepare_reference
-
-    reference = prepare_reference(job)
     # Threads the harness started so far (torch.compile's) are not the candidate's.
     threads_before = {t.ident for t in threading.enumerate()}
-    chan.send("phase", phase="waiting_gpu")
+    chan.phase("waiting_gpu")
     with open(job["gpu_lock"], "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released by the kernel if this process dies
-        chan.send("phase", phase="gpu")
-        result = evaluate(job, candidate, recorder, reference, watched, threads_before, chan)
+        chan.phase("gpu")
+        result = evaluator.evaluate(job, candidate, recorder, reference, watched, threads_before,
+                                    chan)
     if import_threads:
         result.setdefault("flags", []).append({
             "kind": "threads", "reason": "started threads at import: " + ", ".join(import_threads[:5])})

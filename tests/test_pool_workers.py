@@ -1,0 +1,227 @@
+"""The pool's worker life cycle with real worker processes and a simulated GPU turn (no CUDA):
+warm spares, the adaptive watchdog, build slots and several GPUs."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from workbench.gpu.executor import EvalRequest, EvalSettings
+from workbench.gpu.pool import LocalPool
+from workbench.gpu.spares import MAX_DEATHS
+
+PROBLEM = """
+import torch
+class Model(torch.nn.Module):
+    def forward(self, x):
+        return x * 2
+def get_inputs():
+    return [torch.randn(256)]
+def get_init_inputs():
+    return []
+"""
+HONEST = PROBLEM.replace("class Model", "class ModelNew")
+
+
+# Fails to import in a process where any candidate was imported before.
+FRESH = ("import torch\nassert not hasattr(torch, '_kwb_seen'), 'this worker ran a candidate before'\n"
+         "torch._kwb_seen = True\n" + HONEST)
+
+
+def record_launches(pool: LocalPool) -> list:
+    """Every worker the pool starts from now on (spares included)."""
+    launched, start = [], pool._start
+
+    def recording(*args):
+        worker = start(*args)
+        launched.append(worker)
+        return worker
+
+    pool._start = recording
+    return launched
+
+
+def fake_build(seconds: float, tag: str) -> str:
+    """A candidate whose load_inline 'build' (a miss with its own key) takes `seconds` of
+    sleep instead of nvcc: the build queue and lock are the real ones."""
+    return (f"import time, types\nimport torch.utils.cpp_extension as ce\n"
+            f"ce.load = lambda *a, **k: (time.sleep({seconds}), types.SimpleNamespace())[1]\n"
+            f"ext = ce.load_inline(name='x', cpp_sources='// {tag}', extra_cflags=['-DX'])\n"
+            + HONEST)
+
+
+def request(source: str, label: str = "k", **settings) -> EvalRequest:
+    return EvalRequest("twice", PROBLEM, source, 1e-4, 1e-4, None, 0,
+                       settings=EvalSettings(**settings), label=label)
+
+
+def wait_for(predicate, timeout: float = 60.0) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.fixture
+def simulated(monkeypatch):
+    monkeypatch.setenv("KERNEL_WORKBENCH_SIMULATED_GPU", "0.3")
+
+
+@pytest.fixture
+def pool(tmp_path, simulated):
+    p = LocalPool(gpus=[0], cache_dir=tmp_path / "cache")
+    yield p
+    p.shutdown(cancel=True)
+
+
+def test_each_candidate_gets_a_fresh_warm_worker(pool):
+    launched = record_launches(pool)
+    first = pool.submit(request(FRESH)).result()
+    assert first["status"] == "flagged" and first["gpu"] == "simulated 0", first["error"]
+    assert wait_for(lambda: any(w.ready.is_set() for w in pool.spares.waiting()))
+    (spare,) = pool.spares.waiting()
+    second = pool.submit(request(FRESH)).result()
+    assert second["status"] == "flagged", second["error"]
+    # The second candidate ran in the spare that waited; it and the first's worker are dead,
+    # and the one left waiting is new.
+    (replacement,) = pool.spares.waiting()
+    assert replacement is not spare and replacement.alive()
+    assert spare in launched and all(not w.alive() for w in launched if w is not replacement)
+
+
+def test_a_spare_that_dies_is_replaced(pool):
+    pool.prewarm(request(HONEST))
+    (spare,) = pool.spares.waiting()
+    spare.kill()
+    assert wait_for(lambda: [w for w in pool.spares.waiting() if w is not spare])
+    (replacement,) = pool.spares.waiting()
+    assert replacement.alive() and replacement.proc.pid != spare.proc.pid
+
+
+def test_spares_stop_after_repeated_deaths(tmp_path, simulated):
+    pool = LocalPool(gpus=[0], cache_dir=tmp_path / "cache")
+    try:
+        # A reference that cannot be built kills every worker during its preparation.
+        broken = request(HONEST)
+        broken.problem_source = PROBLEM.replace("return []", "raise RuntimeError('no model')")
+        launched = record_launches(pool)
+        pool.prewarm(broken)
+        assert wait_for(lambda: len(launched) == MAX_DEATHS and not pool.spares.waiting(),
+                        timeout=180)
+        time.sleep(2)
+        assert len(launched) == MAX_DEATHS and not pool.spares.waiting()
+        verdict = pool.submit(broken).result()
+        assert verdict["status"] == "crashed" and "no model" in verdict["error"]
+    finally:
+        pool.shutdown(cancel=True)
+
+
+def test_cancel_kills_workers_and_spares(pool):
+    launched = record_launches(pool)
+    compiling = []
+    pool.on_phase = lambda label, phase: phase == "compiling" and compiling.append(label)
+    hang = "import time\ntime.sleep(600)\n" + HONEST
+    futures = [pool.submit(request(hang, compile_timeout_s=600)) for _ in range(2)]
+    assert wait_for(lambda: len(compiling) == 2, timeout=120)
+    assert pool.spares.waiting()
+    pool.shutdown(cancel=True)
+    for f in futures:  # cancelled work ends (its verdict, if any, is not the point here)
+        f.exception(timeout=30)
+    assert len(launched) >= 3
+    for worker in launched:
+        assert wait_for(lambda: not worker.alive(), timeout=10)
+
+
+def test_hang_on_the_gpu_is_killed_and_the_gpu_released(pool):
+    hang = HONEST.replace("return x * 2", "while True:\n            pass")
+    pool.prewarm(request(HONEST))
+    started = {}
+    pool.on_phase = lambda label, phase: started.setdefault((label, phase), time.monotonic())
+    stuck = pool.submit(request(hang, label="hang"))
+    honest = pool.submit(request(HONEST, label="honest"))
+    verdict = stuck.result()
+    ended = time.monotonic()
+    assert verdict["status"] == "timeout" and "ran longer than 2.0 s" in verdict["error"]
+    # Killed within the adaptive limit (2 s here: the reference takes microseconds), far
+    # short of run_timeout_s.
+    assert ended - started[("hang", "gpu")] < 6
+    assert honest.result(timeout=120)["status"] == "flagged"
+
+
+def test_build_limit_counts_only_its_own_build(tmp_path):
+    """Three 3 s builds through one CPU slot take 9 s; each is within its 5 s limit."""
+    pool = LocalPool(gpus=[], cache_dir=tmp_path / "cache", build_slots=1)
+    try:
+        pool.prewarm(request(HONEST, no_gpu=True))
+        futures = [pool.submit(request(fake_build(3, f"k{i}"), no_gpu=True,
+                                       compile_timeout_s=5)) for i in range(3)]
+        verdicts = [f.result() for f in futures]
+    finally:
+        pool.shutdown(cancel=True)
+    assert [v["status"] for v in verdicts] == ["flagged"] * 3, [v["error"] for v in verdicts]
+    assert all(3 <= v["compile_s"] < 5 for v in verdicts)
+
+
+def test_several_gpus_take_turns_in_parallel(tmp_path, monkeypatch):
+    monkeypatch.setenv("KERNEL_WORKBENCH_SIMULATED_GPU", "4")
+    pool = LocalPool(gpus=[0, 1, 2], cache_dir=tmp_path / "cache", spares=False)
+    assert pool.verify_workers >= 6
+    try:
+        verdicts = [f.result() for f in [pool.submit(request(HONEST)) for _ in range(6)]]
+    finally:
+        pool.shutdown(cancel=True)
+    turns: dict[str, list] = {}
+    for v in verdicts:
+        turns.setdefault(v["gpu"], []).append(v["turn"])
+    assert sorted(len(t) for t in turns.values()) == [2, 2, 2]
+    for spans in turns.values():  # one turn at a time on each GPU
+        (a0, a1), (b0, b1) = sorted(spans)
+        assert a1 <= b0
+    # Nothing in the parent serialises across GPUs: turns on different GPUs overlap.
+    spans = sorted(s for t in turns.values() for s in t)
+    assert any(b0 < a1 for (a0, a1), (b0, b1) in zip(spans, spans[1:]))
+
+
+def test_width_limits_work_in_flight_in_arrival_order():
+    import threading
+
+    from workbench.gpu.pool import Width
+
+    width, order, inside, peak = Width(2), [], [0], [0]
+    lock = threading.Lock()
+    release = threading.Event()
+
+    def job(i: int) -> None:
+        with width:
+            with lock:
+                order.append(i)
+                inside[0] += 1
+                peak[0] = max(peak[0], inside[0])
+            release.wait()
+            with lock:
+                inside[0] -= 1
+
+    threads = []
+    for i in range(6):
+        threads.append(threading.Thread(target=job, args=(i,)))
+        threads[-1].start()
+        time.sleep(0.05)  # arrive in order
+    assert wait_for(lambda: len(order) == 2, 5) and not wait_for(lambda: len(order) > 2, 0.5)
+    width.set(4)  # wider while work waits: two more start at once
+    assert wait_for(lambda: len(order) == 4, 5)
+    release.set()
+    for t in threads:
+        t.join(10)
+    assert order == list(range(6)) and peak[0] == 4
+
+
+def test_requests_set_the_pool_width(tmp_path):
+    pool = LocalPool(gpus=[], cache_dir=tmp_path / "cache", spares=False, verify_workers=3)
+    try:
+        assert pool.verify_workers == 3
+        pool.submit(request(HONEST, no_gpu=True, verify_workers=5)).result()
+        assert pool.verify_workers == 5
+    finally:
+        pool.shutdown()
