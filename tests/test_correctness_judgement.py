@@ -249,3 +249,18 @@ def test_compare_in_chunks_agrees_with_one_pass(monkeypatch):
     assert [c.ok for c in whole] == [c.ok for c in chunked] == [True, False, False]
     assert [c.reason for c in whole] == [c.reason for c in chunked]
     assert abs(cmp.rms(truth) - float(truth.pow(2).mean().sqrt())) < 1e-12
+
+
+def test_input_mutation_is_flagged_only_where_the_reference_keeps_its_inputs():
+    class InPlace(torch.nn.Module):
+        def forward(self, x):
+            return x.mul_(2.0)
+
+    class Pure(torch.nn.Module):
+        def forward(self, x):
+            return x * 2.0
+
+    mod = types.SimpleNamespace(get_inputs=lambda: [torch.randn(256, 64)])
+    assert not correctness.check(mod, InPlace(), InPlace(), SEEDS, 6, 1e-4, 1e-4).flags
+    mutated = correctness.check(mod, Pure(), InPlace(), SEEDS, 6, 1e-4, 1e-4)
+    assert {f["kind"] for f in mutated.flags} == {"input_mutation"}

@@ -26,6 +26,7 @@ class Answer:
     truths: list                   # float64 outputs where available, else refs
     slack: list[float]             # absolute slack per output (reference rounding + jitter)
     err_rel: float = 0.0           # reference's own error RMS / output RMS (worst output)
+    mutates_inputs: bool = False   # the reference itself writes into its inputs
 
 
 @dataclass
@@ -85,7 +86,10 @@ class Reference64:
 def answer(ref, ref64: Reference64, base: list, jitter_rel: list[float] | None = None) -> Answer | None:
     """The reference's outputs for `base`, the float64 truth and the slack; None when the
     reference gives NaN/inf here (the inputs, not the candidate, are to blame)."""
-    out = ref(*inp.clone(base))
+    ref_in = inp.clone(base)
+    out = ref(*ref_in)
+    mutates = not inp.same_values(ref_in, base)
+    del ref_in
     refs = [o.detach().clone() for o in inp.tensors(out)]
     for o in inp.tensors(out):
         if o.is_floating_point():
@@ -107,7 +111,7 @@ def answer(ref, ref64: Reference64, base: list, jitter_rel: list[float] | None =
         jitter = (jitter_rel[k] if jitter_rel else 0.0) * scale
         slack.append(judge.allowance(err, jitter))
         err_rel = max(err_rel, err / scale if scale > 0 else (0.0 if err == 0 else float("inf")))
-    return Answer(refs, truths, slack, err_rel)
+    return Answer(refs, truths, slack, err_rel, mutates)
 
 
 def _jitter(ref, base: list, a: Answer) -> list[float]:
@@ -191,8 +195,9 @@ def check(problem, ref, cand, seeds: list[int], trials: int, atol: float, rtol: 
             outcome.trial_errors.append(entry)
             outcome.max_abs_err = max(outcome.max_abs_err, c.max_abs_err)
             outcome.max_rel_err = max(outcome.max_rel_err, c.max_rel_err)
-            if not inp.same_values(cand_in, base):
-                _add(outcome.flags, "input_mutation", "the candidate modified its input tensors")
+            if not a.mutates_inputs and not inp.same_values(cand_in, base):
+                _add(outcome.flags, "input_mutation", "the candidate modified its input tensors "
+                                                      "(the reference does not)")
             if not c.ok:
                 outcome.failure = outcome.failure or f"trial {i} ({dist} inputs): {c.reason}"
                 continue
