@@ -229,3 +229,57 @@ def test_lineage_and_evidence_choice(store):
     store.set_evidence_choice(c, ["runtime", "ncu"], "use TMA")
     assert store.evidence_choice(c)["attached"] == ["runtime", "ncu"]
     assert store.evidence_choice(c)["note"] == "use TMA"
+
+
+TENSOR_CORE_CANDIDATE = '''
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+cuda_src = r"""
+#include <mma.h>
+#include <cuda_fp16.h>
+using namespace nvcuda;
+__global__ void hgemm(const __half* a, const __half* b, __half* c, int n) {
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fa;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> fb;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+    wmma::fill_fragment(acc, 0.0f);
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};" ::);
+    c[0] = __float2half(0.f);
+}
+void launch(const void* a, const void* b, void* c, int n) {
+    hgemm<<<1, 32>>>((const __half*)a, (const __half*)b, (__half*)c, n);
+}
+"""
+ext = load_inline(name="hgemm", cpp_sources="void launch(const void*, const void*, void*, int);",
+                  cuda_sources=cuda_src, functions=["launch"])
+
+
+class ModelNew(nn.Module):
+    def forward(self, a, b):
+        c = torch.empty(a.shape[0], b.shape[1], dtype=a.dtype, device=a.device)
+        ext.launch(a.data_ptr(), b.data_ptr(), c.data_ptr(), a.shape[0])
+        return c
+'''
+
+
+@pytest.mark.parametrize("dtype, flagged", [("float16", False), ("bfloat16", False),
+                                            ("float32", True)])
+def test_precision_guard_allows_tensor_cores_on_half_precision_problems(dtype, flagged):
+    from workbench.gpu import guards
+
+    kinds = {f["kind"] for f in guards.check(TENSOR_CORE_CANDIDATE, dtype)}
+    assert ("precision" in kinds) is flagged
+    fp8 = TENSOR_CORE_CANDIDATE.replace("#include <cuda_fp16.h>",
+                                        "#include <cuda_fp8.h>\n__nv_fp8_e4m3 q;")
+    assert "precision" in {f["kind"] for f in guards.check(fp8, dtype)}
+
+
+@pytest.mark.parametrize("name", ["matmul_fp16", "matmul_bf16", "matmul_tall_skinny_fp16",
+                                  "attention_causal_fp16"])
+def test_half_precision_library_problems(name):
+    problem = load_problem(name, smoke=False)
+    assert problem.dtype in ("float16", "bfloat16")
+    assert problem.atol == problem.rtol == 1e-2
+    assert problem.flops and problem.min_bytes
