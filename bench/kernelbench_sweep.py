@@ -35,21 +35,22 @@ def problem_files(root: Path) -> list[Path]:
                    for p in (root / level).glob("*.py")), key=order)
 
 
-def judge_reference(path: Path, problem, trials: int) -> dict:
-    """Correctness of the reference's own copy, and the kernel-time split, on this GPU."""
+def judge_reference(path: Path, problem, trials: int, device: str = "cuda") -> dict:
+    """Correctness of the reference's own copy, and (on a GPU) the kernel-time split."""
     import torch
 
-    from workbench.gpu import baseline, correctness, judge
-    from workbench.gpu import runtime_guards as rg
+    from workbench.gpu import baseline, correctness, judge, launch_trace
     from workbench.gpu import inputs as inp
+    from workbench.gpu import runtime_guards as rg
 
+    inp.DEVICE = device
     mod = exec_source(problem.source, str(path))
     seed = secrets.randbits(31)
     models = []
     for _ in range(2):
         torch.manual_seed(seed)
-        with torch.device("cuda"):
-            models.append(mod.Model(*mod.get_init_inputs()).cuda().eval())
+        with torch.device(device):
+            models.append(mod.Model(*mod.get_init_inputs()).to(device).eval())
     ref, cand = models
     cand.load_state_dict(ref.state_dict())
     seeds = [secrets.randbits(31) for _ in range(trials + 2)]
@@ -63,9 +64,12 @@ def judge_reference(path: Path, problem, trials: int) -> dict:
         return {**row, "status": "unverified", "reason": out.unusable}
     if out.failure:
         return {**row, "status": "incorrect", "reason": out.failure}
-    with torch.no_grad():
-        kernels = rg.profile_kernels(cand, inp.generate(mod, seeds[-1], "default"))
-    share = judge.pytorch_share(*rg.attribute(kernels, []), has_own_kernels=False)
+    share = None
+    if device == "cuda":
+        with torch.no_grad():
+            launches = launch_trace.profile_launches(cand, inp.generate(mod, seeds[-1], "default"))
+        split = rg.attribute([(k["name"], k["us"]) for k in launches], [])
+        share = judge.pytorch_share(*split, has_own_kernels=False)
     if judge.pytorch_does_the_work(share):
         row["flags"].append("pytorch_does_the_work")
     extra = [f for f in row["flags"] if f != "pytorch_does_the_work"]
