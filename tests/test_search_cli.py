@@ -94,3 +94,23 @@ def test_provider_from_the_config_file(setup, tmp_path):
                      "--db", str(db)])
     assert result.exit_code == 0, result.output
     assert {r.body["model"] for r in server.requests} == {"from-config"}
+
+
+def test_verify_workers_is_a_session_setting(setup, monkeypatch):
+    problem, base, db, _ = setup
+    executors = []
+
+    def make(gpus, on_phase):
+        executors.append(FakeExecutor())
+        return executors[-1]
+
+    monkeypatch.setattr(headless, "make_executor", make)
+    result = invoke(["run", problem, *base, "--rounds", "1", "--ideas", "1", "--impls", "1",
+                     "--verify-workers", "3", "--db", str(db)])
+    assert result.exit_code == 0, result.output
+    from workbench.store import Store
+    assert Store(db).settings(1)["eval"]["verify_workers"] == 3
+    # The verifier reads the width from each request (the app shares one pool).
+    assert {r.settings.verify_workers for r in executors[0].requests} == {3}
+    bad = invoke(["run", problem, *base, "--verify-workers", "0", "--db", str(db)])
+    assert bad.exit_code == 2 and "--verify-workers" in bad.output

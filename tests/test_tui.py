@@ -436,7 +436,7 @@ async def test_picker_search_settings_reach_the_new_session(tmp_path, monkeypatc
         await fill(pilot, picker, provider="openai", model="o3", rounds="3", ideas="2",
                    impls="1", top_k="2", repairs="0", budget_usd="2.5",
                    budget_tokens="100000", atol="1e-3", rtol="0.01",
-                   compile_timeout_s="600")
+                   verify_workers="3", compile_timeout_s="600")
         await pilot.click("#review")   # on by default in the workbench: turn it off
         await pilot.click("#no-gpu")
         await pilot.press("ctrl+s")
@@ -450,6 +450,7 @@ async def test_picker_search_settings_reach_the_new_session(tmp_path, monkeypatc
             "budget_usd": 2.5, "budget_tokens": 100000}
         assert (settings["eval"]["atol"], settings["eval"]["rtol"]) == (1e-3, 0.01)
         assert settings["eval"]["compile_timeout_s"] == 600
+        assert settings["eval"]["verify_workers"] == 3
         assert settings["eval"]["no_gpu"] is True
         # What the form does not show keeps the engine's defaults.
         assert settings["history_limit"] == SearchSettings().history_limit

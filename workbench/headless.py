@@ -203,6 +203,8 @@ def print_table(store, session_id: int) -> None:
 @click.option("--compile-timeout", "compile_timeout_s", type=click.FloatRange(1),
               help="Seconds one kernel's build may take before its verdict is `timeout` "
                    "(default 300).")
+@click.option("--verify-workers", type=click.IntRange(1, 64),
+              help="Kernels verified at once (default: from the cores and GPUs here).")
 @click.option("--atol", type=click.FloatRange(0),
               help="Absolute tolerance (default: the problem's).")
 @click.option("--rtol", type=click.FloatRange(0),
@@ -236,7 +238,8 @@ def print_table(store, session_id: int) -> None:
 @db_option
 @sandbox_option
 def run(problem: str | None, provider: str | None, model: str | None, base_url: str | None,
-        atol: float | None, rtol: float | None, compile_timeout_s: float | None, no_gpu: bool,
+        atol: float | None, rtol: float | None, compile_timeout_s: float | None,
+        verify_workers: int | None, no_gpu: bool,
         baseline: str | None,
         gpus: tuple[str, ...],
         prices_path: str | None, prompts_dir: str | None, resume_id: int | None,
@@ -285,6 +288,7 @@ def run(problem: str | None, provider: str | None, model: str | None, base_url: 
         stored = store.settings(resume_id)
         eval_overrides = {k: v for k, v in (("atol", atol), ("rtol", rtol),
                                             ("compile_timeout_s", compile_timeout_s),
+                                            ("verify_workers", verify_workers),
                                             ("baseline", baseline))
                           if v is not None}
         if no_gpu:
@@ -328,7 +332,8 @@ def run(problem: str | None, provider: str | None, model: str | None, base_url: 
 
         settings = SearchSettings.from_dict(search_flags)
         settings.eval = EvalSettings(atol=atol, rtol=rtol, no_gpu=no_gpu,
-                                     baseline=baseline or "default")
+                                     baseline=baseline or "default",
+                                     verify_workers=verify_workers)
         settings.seed_kernels = _seed_kernels(store, flags["seed_kernels"],
                                               flags["bank_query"], settings.top_k)
         if compile_timeout_s is not None:

@@ -46,6 +46,7 @@ class Field:
     kind: type[int] | type[float]
     minimum: int
     on_eval: bool = False
+    blank: str | None = None  # what a blank box means, when not the problem's or nothing
 
     def parse(self, text: str, default: int | float | None) -> int | float | None:
         """The value typed, or `default` when blank; ValueError (one line) when it is bad."""
@@ -72,7 +73,9 @@ SEARCH_FIELDS = (Field("rounds", "rounds R", int, 1), Field("ideas", "ideas N", 
 LIMIT_FIELDS = (Field("budget_usd", "budget $", float, 0),
                 Field("budget_tokens", "tokens", int, 0),
                 Field("atol", "atol", float, 0, on_eval=True),
-                Field("rtol", "rtol", float, 0, on_eval=True))
+                Field("rtol", "rtol", float, 0, on_eval=True),
+                # Kernels verified at once (--verify-workers); blank: from cores and GPUs.
+                Field("verify_workers", "verify", int, 1, on_eval=True, blank="auto"))
 # On the check boxes' line: a build slower than this is a `timeout` verdict.
 COMPILE_FIELD = Field("compile_timeout_s", "compile s", float, 1, on_eval=True)
 FIELDS = SEARCH_FIELDS + LIMIT_FIELDS + (COMPILE_FIELD,)
@@ -102,7 +105,7 @@ def _shown(value: int | float | None) -> str:
 def _placeholder(field: Field, default: int | float | None) -> str:
     if default is not None:
         return _shown(default)
-    return "problem's" if field.on_eval else "none"
+    return field.blank or ("problem's" if field.on_eval else "none")
 
 
 class ProblemPicker(ModalScreen[SessionRequest | None]):
