@@ -33,6 +33,8 @@ class Reply:
     reasoning: int = 10             # reasoning_tokens / thoughtsTokenCount
     retry_after: float | None = None
     raw_body: bytes | None = None   # sent as-is instead of a well-formed answer
+    drip_s: float = 0.0             # send the body a byte at a time, this far apart
+    usage: bool = True              # False: the answer reports no token usage
 
 
 @dataclass
@@ -60,6 +62,7 @@ class FakeLLMServer:
     responder: Callable[[str, Request], Reply] | None = None
     queue: list[Reply] = field(default_factory=list)
     requests: list[Request] = field(default_factory=list)
+    hangups: list[float] = field(default_factory=list)   # when a client hung up mid-answer
 
     def __post_init__(self):
         self._lock = threading.Lock()
@@ -83,9 +86,15 @@ class FakeLLMServer:
                     if reply.retry_after is not None:
                         self.send_header("retry-after", str(reply.retry_after))
                     self.end_headers()
-                    self.wfile.write(payload)
+                    if reply.drip_s:
+                        for i in range(len(payload)):
+                            self.wfile.write(payload[i:i + 1])
+                            self.wfile.flush()
+                            time.sleep(reply.drip_s)
+                    else:
+                        self.wfile.write(payload)
                 except (BrokenPipeError, ConnectionResetError):
-                    pass   # the client gave up (timeout tests)
+                    server.hangups.append(time.monotonic())   # the client gave up (timeouts)
 
             def log_message(self, *args):
                 pass
@@ -138,21 +147,25 @@ class FakeLLMServer:
             return {"error": {"message": reply.text or "error", "type": "server_error",
                               "code": str(reply.status)}}
         if gemini:
-            return {"candidates": [{"content": {"role": "model", "parts": [{"text": reply.text}]},
-                                    "finishReason": "STOP", "index": 0}],
-                    "usageMetadata": {"promptTokenCount": reply.tokens_in,
-                                      "candidatesTokenCount": reply.tokens_out,
-                                      "thoughtsTokenCount": reply.reasoning,
-                                      "totalTokenCount": reply.tokens_in + reply.tokens_out
-                                      + reply.reasoning},
-                    "modelVersion": path.split("models/")[-1].split(":")[0]}
-        return {"id": "chatcmpl-test", "object": "chat.completion", "created": 0,
-                "model": body.get("model", "test"),
-                "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": reply.text}}],
-                "usage": {"prompt_tokens": reply.tokens_in, "completion_tokens": reply.tokens_out,
-                          "total_tokens": reply.tokens_in + reply.tokens_out,
-                          "completion_tokens_details": {"reasoning_tokens": reply.reasoning}}}
+            answer = {"candidates": [{"content": {"role": "model", "parts": [{"text": reply.text}]},
+                                      "finishReason": "STOP", "index": 0}],
+                      "modelVersion": path.split("models/")[-1].split(":")[0]}
+            if reply.usage:
+                answer["usageMetadata"] = {
+                    "promptTokenCount": reply.tokens_in, "candidatesTokenCount": reply.tokens_out,
+                    "thoughtsTokenCount": reply.reasoning,
+                    "totalTokenCount": reply.tokens_in + reply.tokens_out + reply.reasoning}
+            return answer
+        answer = {"id": "chatcmpl-test", "object": "chat.completion", "created": 0,
+                  "model": body.get("model", "test"),
+                  "choices": [{"index": 0, "finish_reason": "stop",
+                               "message": {"role": "assistant", "content": reply.text}}]}
+        if reply.usage:
+            answer["usage"] = {
+                "prompt_tokens": reply.tokens_in, "completion_tokens": reply.tokens_out,
+                "total_tokens": reply.tokens_in + reply.tokens_out,
+                "completion_tokens_details": {"reasoning_tokens": reply.reasoning}}
+        return answer
 
 
 _MARKER = re.compile(r"#\s*VERDICT:\s*(\w+)(?:\s+([\d.]+))?")

@@ -107,12 +107,13 @@ def test_openai_compatible_needs_no_key_and_sends_a_placeholder(server, monkeypa
     assert p.prices.lookup("qwen") is None
 
 
-def test_usage_missing_gives_unknown_tokens_and_cost(server, keys):
+def test_usage_missing_is_estimated_from_the_text(server, keys):
     server.push(Reply(raw_body=b'{"id": "x", "object": "chat.completion", "created": 0, '
                                b'"model": "o3", "choices": [{"index": 0, "finish_reason": '
                                b'"stop", "message": {"role": "assistant", "content": "hi"}}]}'))
-    c = _openai(server).complete("q")
-    assert c.text == "hi" and c.tokens_in is None and c.cost_usd is None
+    c = _openai(server).complete("q" * 30)
+    assert c.text == "hi" and c.tokens_estimated
+    assert (c.tokens_in, c.tokens_out) == (10, 1) and c.cost_usd is not None
 
 
 @pytest.mark.parametrize("name, env, fix", [

@@ -59,6 +59,7 @@ class LLMCallDone:
     tokens_out: int | None
     cost_usd: float | None
     error: str | None
+    estimated: bool = False      # no usage reported: tokens (and cost) estimated from text
 
 
 @dataclass

@@ -105,9 +105,12 @@ class Printer:
             self.line(f"  kernel{'s' if len(event.kernel_ids) > 1 else ''} {ids}: interrupted, "
                       "no verdict (verified again on resume)")
         elif isinstance(event, ev.LLMCallDone):
-            cost = f", ${event.cost_usd:.4f}" if event.cost_usd is not None else ""
-            tokens = (f"{event.tokens_in or 0:,} in / {event.tokens_out or 0:,} out tokens{cost}"
-                      if event.tokens_in is not None else "no usage reported")
+            about = "~" if event.estimated else ""
+            cost = f", {about}${event.cost_usd:.4f}" if event.cost_usd is not None else ""
+            tokens = (f"{about}{event.tokens_in or 0:,} in / {about}{event.tokens_out or 0:,} out "
+                      f"tokens{cost}" if event.tokens_in is not None else "no usage reported")
+            if event.estimated:
+                tokens += " (estimated: the server reported no usage)"
             error = f" — {event.error}" if event.error else ""
             self.line(f"  llm {event.purpose} #{event.call_id}: {tokens}{error}")
         elif isinstance(event, ev.ReviewNeeded):
@@ -248,6 +251,7 @@ def run(problem: str | None, provider: str | None, model: str | None, base_url: 
     from workbench.llm import ProviderError, load_config, make_provider
     from workbench.llm.base import redact_url
     from workbench.llm.prices import PriceError, PriceTable
+    from workbench.llm.redact import URL_MARK
     from workbench.llm.prompts import PromptError, Prompts
     from workbench.problems import ProblemError, load_problem
     from workbench.search import (Engine, SearchError, SearchSettings, default_concurrency,
@@ -296,6 +300,9 @@ def run(problem: str | None, provider: str | None, model: str | None, base_url: 
         options = {**stored.get("provider_options", {}), **provider_flags}
         name = provider or session["provider"]
         model = model or session["model"]
+        if not base_url and URL_MARK in (session["base_url"] or ""):
+            fail(f"session {resume_id}'s base URL carried a key, which was not stored: pass "
+                 "--base-url again")
         base_url = base_url or session["base_url"]
         if not problem_arg_matches(problem, store, resume_id):
             fail(f"session {resume_id} is for problem {problem_of(store, resume_id).name}, "

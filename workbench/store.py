@@ -550,3 +550,10 @@ def m070_verdict_seals(db: sqlite_utils.Database) -> None:
     # not stored by the verifier and read as untrusted. Rows from before stay unsealed: they
     # cannot be told apart from forged ones, so they read as untrusted until re-verified.
     db["evaluations"].add_column("signature", str)
+
+
+@migrations()
+def m071_estimated_tokens(db: sqlite_utils.Database) -> None:
+    # 1 where the server reported no usage and the tokens (and cost) were estimated from the
+    # text's length, so a token budget still holds and reports can say so.
+    db["llm_calls"].add_column("tokens_estimated", int)

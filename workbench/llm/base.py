@@ -1,15 +1,21 @@
-"""What every provider shares: retries with backoff, a concurrency limit, tokens and cost."""
+"""What every provider shares: retries with backoff, a concurrency limit, a whole-call
+timeout, tokens (estimated when the server reports none) and cost, and redaction of keys."""
 from __future__ import annotations
 
+import math
 import random
-from abc import ABC, abstractmethod
 import threading
 import time
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from urllib.parse import urlsplit, urlunsplit
 
+from workbench.llm.deadline import bounded
 from workbench.llm.errors import ProviderError, TransientError
 from workbench.llm.prices import PriceTable
+from workbench.llm.redact import Redactor, redact_url, url_secrets
+
+__all__ = ["Completion", "Provider", "Reply", "estimate_tokens", "redact_url"]
+CHARS_PER_TOKEN = 3   # code and English run 3-4; the low end keeps an estimated budget safe
 
 
 @dataclass
@@ -23,6 +29,7 @@ class Completion:
     attempts: int
     provider: str | None = None     # who answered (several models can serve one session)
     model: str | None = None
+    tokens_estimated: bool = False  # the server reported no usage: counted from text length
 
 
 @dataclass
@@ -34,17 +41,9 @@ class Reply:
     tokens_reasoning: int | None = None
 
 
-def redact_url(url: str | None) -> str | None:
-    """A base URL without user:password, so it can be stored and shown."""
-    if not url:
-        return url
-    parts = urlsplit(url)
-    if parts.username or parts.password:
-        host = parts.hostname or ""
-        if parts.port:
-            host += f":{parts.port}"
-        parts = parts._replace(netloc=host)
-    return urlunsplit(parts)
+def estimate_tokens(text: str | None) -> int:
+    """Tokens in a text, estimated from its length (rounded up: a budget errs on the safe side)."""
+    return math.ceil(len(text or "") / CHARS_PER_TOKEN)
 
 
 class Provider(ABC):
@@ -64,6 +63,8 @@ class Provider(ABC):
         self.concurrency = concurrency
         self.prices = prices if prices is not None else PriceTable.load()
         self._slots = threading.Semaphore(max(1, concurrency))
+        # Subclasses add their API key; answers, errors and descriptions pass through this.
+        self.redact = Redactor(*url_secrets(base_url))
 
     def describe(self) -> str:
         where = f" at {redact_url(self.base_url)}" if self.base_url else ""
@@ -81,8 +82,17 @@ class Provider(ABC):
                  cancel: threading.Event | None = None) -> Completion:
         """One answer, retrying 429/5xx/timeouts with exponential backoff. Raises ProviderError.
 
+        Each attempt ends within `timeout_s` of wall clock, however slowly the server answers.
         Setting `cancel` ends the wait between retries; a request already sent finishes.
+        Keys are redacted from the answer and from every error message.
         """
+        try:
+            return self._complete(prompt, system, cancel)
+        except ProviderError as e:
+            raise ProviderError(self.redact(str(e)), transient=e.transient) from None
+
+    def _complete(self, prompt: str, system: str | None,
+                  cancel: threading.Event | None) -> Completion:
         cancel = cancel or threading.Event()
         started = time.monotonic()
         attempt = 0
@@ -91,7 +101,7 @@ class Provider(ABC):
                 raise ProviderError(f"{self.describe()}: cancelled")
             try:
                 with self._slots:
-                    reply = self._request(prompt, system)
+                    reply = bounded(lambda: self._request(prompt, system), self.timeout_s)
             except TransientError as e:
                 if attempt == self.retries:
                     raise ProviderError(f"{self.describe()}: {e} (gave up after {attempt + 1} "
@@ -103,11 +113,19 @@ class Provider(ABC):
                     raise ProviderError(f"{self.describe()}: cancelled") from None
                 attempt += 1
                 continue
-            cost = self.prices.cost(self.model, reply.tokens_in, reply.tokens_out)
-            return Completion(text=reply.text or "", tokens_in=reply.tokens_in,
-                              tokens_out=reply.tokens_out, tokens_reasoning=reply.tokens_reasoning,
+            text = self.redact(reply.text or "")
+            tokens_in, tokens_out = reply.tokens_in, reply.tokens_out
+            estimated = tokens_in is None or tokens_out is None
+            if tokens_in is None:
+                tokens_in = estimate_tokens(prompt) + estimate_tokens(system)
+            if tokens_out is None:
+                tokens_out = estimate_tokens(reply.text)
+            cost = self.prices.cost(self.model, tokens_in, tokens_out)
+            return Completion(text=text, tokens_in=tokens_in, tokens_out=tokens_out,
+                              tokens_reasoning=reply.tokens_reasoning,
                               latency_s=time.monotonic() - started, cost_usd=cost,
-                              attempts=attempt + 1, provider=self.name, model=self.model)
+                              attempts=attempt + 1, provider=self.name, model=self.model,
+                              tokens_estimated=estimated)
 
     @abstractmethod
     def _request(self, prompt: str, system: str | None) -> Reply:

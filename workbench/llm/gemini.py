@@ -1,6 +1,7 @@
 """Gemini through the official google-genai SDK (Gemini API, not Vertex), with a thinking budget."""
 from __future__ import annotations
 
+from workbench.llm import deadline
 from workbench.llm.base import Provider, Reply
 from workbench.llm.errors import ProviderError, TransientError
 
@@ -29,8 +30,11 @@ class Gemini(Provider):
         self.key_hint = key_hint
         self.thinking_budget = thinking_budget
         self.max_output_tokens = max_output_tokens
+        self.redact.add(api_key)
+        # The transport ends a response still arriving at the deadline (a dripping server).
         http = types.HttpOptions(base_url=base_url, timeout=int(self.timeout_s * 1000),
-                                 retry_options=types.HttpRetryOptions(attempts=1))
+                                 retry_options=types.HttpRetryOptions(attempts=1),
+                                 client_args={"transport": deadline.transport(self.timeout_s)})
         self._client = genai.Client(api_key=api_key, vertexai=False, http_options=http)
         self._transport_errors = _transport_errors()
 

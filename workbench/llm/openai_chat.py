@@ -2,6 +2,7 @@
 (vLLM, Ollama, llama.cpp server, gateways) by base URL."""
 from __future__ import annotations
 
+from workbench.llm import deadline
 from workbench.llm.base import Provider, Reply
 from workbench.llm.errors import ProviderError, TransientError
 
@@ -32,9 +33,12 @@ class OpenAIChat(Provider):
         self.key_hint = key_hint
         self.reasoning_effort = reasoning_effort
         self.max_output_tokens = max_output_tokens
+        self.redact.add(api_key)
         # Retries are ours (uniform across providers, visible in the attempt count): SDK's off.
-        self._client = openai.OpenAI(api_key=api_key, base_url=base_url, timeout=self.timeout_s,
-                                     max_retries=0)
+        # The transport ends a response still arriving at the deadline (a dripping server).
+        self._client = openai.OpenAI(
+            api_key=api_key, base_url=base_url, timeout=self.timeout_s, max_retries=0,
+            http_client=openai.DefaultHttpxClient(transport=deadline.transport(self.timeout_s)))
 
     def options(self) -> dict:
         return {**super().options(), "reasoning_effort": self.reasoning_effort,

@@ -153,16 +153,18 @@ class LLMCalls:
         who = provider or self.provider
         name = (c.provider if c and c.provider else None) or (who.name if who else None)
         model = (c.model if c and c.model else None) or (who.model if who else None)
+        redact = who.redact if who else (lambda text: text)   # no key is ever stored
         return self.store.add_llm_call(
             session_id=self.session_id, round_id=round_id, provider=name,
-            model=model, purpose=purpose, prompt=prompt,
-            response=c.text if c else None, tokens_in=c.tokens_in if c else None,
+            model=model, purpose=purpose, prompt=redact(prompt),
+            response=redact(c.text) if c else None, tokens_in=c.tokens_in if c else None,
             tokens_out=c.tokens_out if c else None,
             tokens_reasoning=c.tokens_reasoning if c else None,
+            tokens_estimated=int(c.tokens_estimated) if c else None,
             cost_usd=c.cost_usd if c else None, latency_s=c.latency_s if c else None,
-            error=error, error_kind=error_kind, idea_id=idea_id, kernel_id=kernel_id,
+            error=redact(error), error_kind=error_kind, idea_id=idea_id, kernel_id=kernel_id,
             evidence=evidence)
 
     def done(self, call_id: int, purpose: str, c: Completion, error: str | None) -> None:
         self.emit(events.LLMCallDone(call_id, purpose, c.tokens_in, c.tokens_out, c.cost_usd,
-                                     error))
+                                     error, c.tokens_estimated))
