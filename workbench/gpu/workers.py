@@ -20,6 +20,7 @@ class Worker:
         self.started = time.monotonic()
         self._finishing = threading.Lock()
         self.ready = threading.Event()  # it said "ready": torch, CUDA and the reference are up
+        self.ready_at: float | None = None
         # (arrival time, line); None at the end of the stream
         self.messages: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, args=(read_fd,), daemon=True,
@@ -28,7 +29,8 @@ class Worker:
     def _read(self, fd: int) -> None:
         with os.fdopen(fd) as f:
             for line in f:
-                if '"ready"' in line:
+                if '"ready"' in line and not self.ready.is_set():
+                    self.ready_at = time.monotonic()
                     self.ready.set()
                 self.messages.put((time.monotonic(), line))
         self.messages.put((time.monotonic(), None))
