@@ -38,6 +38,23 @@ def test_cuobjdump_res_usage_fixture():
                                       "local_bytes": 0, "constant_bytes": 552}
 
 
+def test_cuobjdump_of_a_torch_extension_and_of_the_gpu_box():
+    # Captured: the workbench's own build of tests/candidates/silu_honest.py (nvcc 13.0, sm_90),
+    # and on the H200 box (nvcc 13, cuobjdump there).
+    kernels = resources.parse_res_usage(
+        (FIXTURES / "cuobjdump_res_usage_silu_ext.txt").read_text())
+    assert [(k["name"], k["registers"], k["shared_bytes"]) for k in kernels] == [
+        ("silu_tail", 17, 0), ("silu_kernel", 32, 0)]
+    box = {k["name"]: k for k in resources.parse_res_usage(
+        (FIXTURES / "cuobjdump_res_usage_h200.txt").read_text())}
+    assert box["spill"]["registers"] == 168 and box["add"]["shared_bytes"] == 2048
+    ptxas = {k["name"]: k for k in resources.parse_ptxas(
+        (FIXTURES / "ptxas_v_h200.txt").read_text())}
+    assert ptxas["add"] == {"symbol": "_Z3addPKfS0_Pfi", "name": "add", "registers": 14,
+                            "shared_bytes": 1024, "stack_bytes": 0, "spill_store_bytes": 0,
+                            "spill_load_bytes": 0}
+
+
 def test_ptxas_verbose_fixture():
     # Captured: nvcc 13.0 -Xptxas -v for the same source.
     kernels = {k["name"]: k for k in resources.parse_ptxas(

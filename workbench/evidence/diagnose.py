@@ -46,10 +46,9 @@ def kernel_split(launches: list[dict], device: dict, resources: list[dict],
     for k in launches:
         res = by_name.get(base_name(k["name"]), {})
         regs = k.get("registers") if k.get("registers") is not None else res.get("registers")
-        from_trace = k.get("shared_bytes") is not None
-        smem = k.get("shared_bytes") if from_trace else res.get("shared_bytes")
-        theo = occ.theoretical(regs, smem, occ.threads_of(k.get("block")), device,
-                               smem_includes_reserved=not from_trace)
+        smem = k.get("shared_bytes") if k.get("shared_bytes") is not None \
+            else res.get("shared_bytes")
+        theo = occ.theoretical(regs, smem, occ.threads_of(k.get("block")), device)
         rows.append({"name": k["name"], "us": k["us"], "launches": k.get("launches", 1),
                      "share": k["us"] / total_us if total_us else None,
                      "grid": k.get("grid"), "block": k.get("block"), "registers": regs,

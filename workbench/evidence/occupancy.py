@@ -20,7 +20,7 @@ def threads_of(block) -> int:
 
 
 def theoretical(registers: int | None, smem_bytes: int | None, block_threads: int,
-                device: dict, smem_includes_reserved: bool = False) -> dict | None:
+                device: dict) -> dict | None:
     """{occupancy (0..1), blocks_per_sm, warps_per_sm, limiter} or None without the inputs."""
     max_threads = device.get("max_threads_per_sm")
     regs_per_sm = device.get("regs_per_sm")
@@ -36,7 +36,7 @@ def theoretical(registers: int | None, smem_bytes: int | None, block_threads: in
         regs_per_warp = math.ceil(registers * warp / REG_ALLOC_UNIT) * REG_ALLOC_UNIT
         limits["registers"] = (regs_per_sm // regs_per_warp) // warps_per_block
     if smem_per_sm and smem_bytes is not None:
-        per_block = smem_bytes + (0 if smem_includes_reserved else RESERVED_SMEM_PER_BLOCK)
+        per_block = smem_bytes + RESERVED_SMEM_PER_BLOCK
         per_block = math.ceil(per_block / SMEM_ALLOC_UNIT) * SMEM_ALLOC_UNIT
         limits["shared memory"] = smem_per_sm // per_block
     blocks = max(0, min(limits.values()))
