@@ -10,7 +10,8 @@ the GPU work of a verdict). Measured from the stored LLM calls (start = created_
 
 Each for the pipelined engine (Engine.run) and the phase-wise one (Engine.step in a loop).
 
-usage: python bench/search_pipeline.py [--latency 10] [--verdict 1.5] [--workers 4] [--out F.md]
+usage: python bench/search_pipeline.py [--latency 10] [--verdict 1.5] [--workers 4]
+                                      [--refines 0] [--out F.md]
 """
 from __future__ import annotations
 
@@ -122,7 +123,8 @@ def session(args, rounds: int, pipelined: bool, fail_one: bool) -> dict:
                           hash=hashlib.sha256(PROBLEM.encode()).hexdigest(), family="activation",
                           dtype="float32", atol=1e-4, rtol=1e-4, flops=1 << 24,
                           min_bytes=128 << 20)
-        settings = SearchSettings(rounds=rounds, ideas=3, impls=2, top_k=1, repairs=1)
+        settings = SearchSettings(rounds=rounds, ideas=3, impls=2, top_k=1, repairs=1,
+                                  refines=args.refines)
         sid = new_session(store, problem, "openai", "bench", server.openai_url, settings)
         provider = make_provider("openai", "bench", server.openai_url, timeout_s=120,
                                  retries=0, concurrency=args.concurrency or 6,
@@ -152,6 +154,8 @@ def main() -> None:
     parser.add_argument("--verdict", type=float, default=1.5, help="seconds per verdict")
     parser.add_argument("--workers", type=int, default=4, help="verifier workers")
     parser.add_argument("--concurrency", type=int, default=None, help="LLM calls at once")
+    parser.add_argument("--refines", type=int, default=0,
+                        help="refine calls per top-k kernel (the issue's scenario: 0)")
     parser.add_argument("--out", help="append a Markdown section to this file")
     args = parser.parse_args()
     os.environ.setdefault("OPENAI_API_KEY", "sk-bench")
@@ -165,7 +169,8 @@ def main() -> None:
               f"{two['max_idle_s']:.1f} s, idle between rounds {two['between_rounds_s']:.1f} s",
               flush=True)
     table = [f"Answers {args.latency:g} s, verdicts {args.verdict:g} s on {args.workers} "
-             f"workers, 1 seed x 3 ideas x 2 impls, top-k 1, 1 repair.", "",
+             f"workers, 1 seed x 3 ideas x 2 impls, top-k 1, 1 repair, {args.refines} "
+             "refine(s).", "",
              "| engine | round 1 wall | 2 rounds wall | calls | longest model idle | idle "
              "between rounds |", "|---|---|---|---|---|---|"]
     for label, one, two in rows:

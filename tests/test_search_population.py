@@ -140,3 +140,44 @@ def test_round_stores_why_each_seed_was_chosen(env):
     assert len(reasons) == 2 and reasons[0]["reason"] == "fastest kernel"
     assert reasons[0]["cell"].startswith("memory")
     assert [r["kernel_id"] for r in reasons] == json.loads(r1["seeds"])
+
+
+def test_a_judge_merges_restatements_worded_differently(env):
+    store, problem, server = env
+    from test_search_engine import Script, kernel
+    from workbench.search.judge import read_verdict
+    script = Script()
+    rounds = iter([IDEAS, json.dumps([
+        {"kind": "memory", "idea": "Read and write four floats at a time with float4."},
+        {"kind": "compute", "idea": "Fuse the ReLU into the producer."}])])
+    judged = []
+
+    def answer(prompt, request):
+        if "restates a tried one" in prompt:
+            judged.append(prompt)
+            tried = {line.split(". ", 1)[1]: int(line.split(".")[0])
+                     for line in prompt.split("## Tried ideas\n\n")[1].split("\n\n")[0]
+                     .splitlines()}
+            same = tried["Use float4 vectorized loads and stores."]
+            return Reply(text=f'Sure: {{"A": {same}, "B": null}}')
+        if "Propose" in prompt:
+            return Reply(text=next(rounds))
+        if "## The idea" not in prompt:
+            return Reply(text=kernel("correct 1.1", str(len(server.requests))))
+        return script(prompt, request)
+
+    server.responder = answer
+    sid = new_session(store, problem, "openai", "o3", server.openai_url,
+                      SearchSettings(rounds=2, ideas=3, impls=1, top_k=1, judge_ideas=True,
+                                     refines=0))
+    assert Engine(store, sid, provider(server), FakeExecutor()).run() == "finished"
+    assert len(judged) == 1            # round 0 had nothing tried to compare with
+    texts = [i["text"] for i in store.rows("ideas")]
+    assert "Fuse the ReLU into the producer." in texts
+    assert "Read and write four floats at a time with float4." not in texts
+    (echo,) = store.rows("idea_echoes")
+    assert echo["text"] == "Read and write four floats at a time with float4."
+    (call,) = calls(store, sid, "judge")
+    assert call["cost_usd"] and call["error_kind"] is None
+    assert read_verdict("no json", 2, {1}) is None
+    assert read_verdict('{"A": 7, "B": 1, "Z": 1}', 2, {1}) == {1: 1}

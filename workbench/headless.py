@@ -16,7 +16,7 @@ from workbench.llm.factory import PROVIDERS
 from workbench.store_errors import MAX_ID
 
 _SEARCH_FLAGS = ("rounds", "ideas", "impls", "top_k", "repairs", "refines", "review", "budget_usd",
-                 "budget_tokens", "stop_at_roofline", "combine")
+                 "budget_tokens", "stop_at_roofline", "combine", "judge_ideas")
 _MINUTE_FLAGS = {"budget_minutes": "budget_wall_s", "budget_gpu_minutes": "budget_gpu_s"}
 _PROVIDER_FLAGS = ("reasoning_effort", "thinking_budget", "timeout_s", "retries", "concurrency")
 
@@ -223,6 +223,8 @@ def print_table(store, session_id: int) -> None:
 @click.option("--retries", type=click.IntRange(0), help="Retries on 429/5xx/timeouts (default 4).")
 @click.option("--combine/--no-combine", default=None,
               help="From round 1, one kernel per round merging two lineages' best.")
+@click.option("--judge-ideas/--no-judge-ideas", default=None,
+              help="A model call judges restated ideas before implementation (costed).")
 @click.option("--model-for", "model_for", multiple=True,
               help="ROLE=PROVIDER:MODEL[*WEIGHT][@BASE_URL]: a model for ideate, implement, "
                    "repair, refine, judge or combine (repeat for a weighted mix).")

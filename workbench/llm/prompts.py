@@ -11,7 +11,7 @@ from string import Template
 
 from workbench.llm.prices import config_dir
 
-NAMES = ("system", "ideate", "implement", "repair", "refine", "conventions", "combine")
+NAMES = ("system", "ideate", "implement", "repair", "refine", "conventions", "combine", "judge")
 
 
 class PromptError(Exception):

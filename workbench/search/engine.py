@@ -20,11 +20,13 @@ from typing import Any, Callable, Iterator
 from workbench import events, session_lock
 from workbench.gpu.executor import Executor
 from workbench.llm.base import Provider
+from workbench.llm.errors import ProviderError
 from workbench.llm.prompts import PromptError, Prompts
 from workbench.search import policy, queries
-from workbench.llm.errors import ProviderError
 from workbench.search.calls import LLMCalls, ModelMix, RunControl
+from workbench.search.combine import Combining
 from workbench.search.flow import Flow
+from workbench.search.judge import Judging
 from workbench.search.models import build_roles
 from workbench.search.pipelines import Pipelines
 from workbench.search.refine import Refining
@@ -33,7 +35,7 @@ from workbench.search.settings import SearchError, SearchSettings, Stop, default
 from workbench.store import Store
 
 
-class Engine(Pipelines, Refining):
+class Engine(Pipelines, Refining, Combining, Judging):
     """Drives one session. Thread-safe to `cancel()` from anywhere; `run()` from one thread."""
 
     def __init__(self, store: Store, session_id: int, provider: Provider | None,

@@ -45,6 +45,7 @@ class Pipelines:
     _emit: Callable[[object], None]
     _parallel: Callable[[Callable, list[tuple]], list]
     _count_gpu: Callable[[dict], None]
+    _judge_restatements: Callable[[int, int | None, list[str]], dict[int, int]]
 
     # -- ideation ------------------------------------------------------------------------------
     def _choose_seeds(self, n: int) -> list[int | None]:
@@ -108,14 +109,16 @@ class Pipelines:
         ideas = parse_ideas(completion.text, limit=self.settings.ideas)
         error = None if ideas else "no ideas found in the response"
         status = "proposed" if self.settings.review else "approved"
+        judged = self._judge_restatements(round_id, seed_id, [i.text for i in ideas])
         idea_ids, echoes = [], []
         with self.store.transaction():
             call_id = self.calls.record("ideate", prompt, round_id, None, seed_id, completion,
                                         error, None if ideas else "no_ideas", evidence.given)
-            for idea in ideas:
+            for index, idea in enumerate(ideas):
                 # A restatement of an idea the session already has is merged into it (an
                 # echo), never implemented twice.
-                first = queries.idea_with_key(self.store, self.session_id, text_key(idea.text))
+                first = judged.get(index) or queries.idea_with_key(
+                    self.store, self.session_id, text_key(idea.text))
                 if first is not None:
                     queries.add_idea_echo(self.store, first, round_id, seed_id, call_id,
                                           idea.text)
@@ -214,35 +217,6 @@ class Pipelines:
             self._emit(events.Progress(f"kernel {kernel_id} is kernel {original} again "
                                        "(same code, comments and layout aside): not verified"))
         return kernel_id
-
-    # -- combination -------------------------------------------------------------------------------
-    def _combine_due(self) -> list[int]:
-        """The round's combine, when one is due (verified, and repaired within the budget)."""
-        latest = queries.latest_round(self.store, self.session_id)
-        pair = latest and policy.combine_pair(self.store, self.session_id, self.settings,
-                                              latest)
-        if not pair:
-            return []
-        kernel_id = self._combine(latest["id"], *pair)
-        return self._verify_and_repair(kernel_id) if kernel_id else []
-
-    def _combine(self, round_id: int, first: int, second: int) -> int | None:
-        """Ask for one kernel merging two kernels' strengths; stored as the round's combine
-        idea (its seed the first kernel) and its kernel, both parents recorded."""
-        figures = [context.seed_text(self.store, self.problem_id, k) for k in (first, second)]
-        idea_id = self.store.add_idea(
-            round_id, f"Combine kernel {first} with kernel {second} (two lineages): keep "
-            "what makes each fast.", author="combine", seed_kernel_id=first,
-            status="implemented")
-        self._emit(events.IdeaAdded(idea_id))
-        prompt = self.prompts.render(
-            "combine", problem_name=self.problem.name, dtype=self.problem.dtype,
-            problem_source=self.problem.source.rstrip(), first=figures[0], second=figures[1],
-            conventions=self._conventions())
-        completion = self.calls.ask("combine", prompt, round_id, idea_id=idea_id)
-        return self._store_kernel("combine", prompt, completion,
-                                  self.store.get("ideas", idea_id), parent_id=first, attempt=0,
-                                  second_parent=second)
 
     # -- verification and repair -----------------------------------------------------------------
     def _verify_and_repair(self, kernel_id: int) -> list[int]:

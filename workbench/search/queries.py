@@ -82,6 +82,12 @@ def idea_with_key(store: Store, session_id: int, key: str) -> int | None:
     return row[0] if row else None
 
 
+def session_idea_texts(store: Store, session_id: int) -> list[dict]:
+    """Every idea of the session (id, text), oldest first."""
+    return _q(store, "select i.id, i.text from ideas i join rounds r on r.id = i.round_id "
+              "where r.session_id = ? order by i.id", [session_id])
+
+
 def add_idea_echo(store: Store, idea_id: int, round_id: int, seed_kernel_id: int | None,
                   llm_call_id: int, text: str) -> int:
     """Record that an ideation call restated an idea the session already has."""

@@ -34,6 +34,7 @@ class SearchSettings:
     #                                        the roofline floor's speed (e.g. 0.8)
     seed_kernels: list[int] = field(default_factory=list)   # bank kernels seeding round 0
     combine: bool = False         # from round 1: one kernel merging two lineages' best
+    judge_ideas: bool = False     # a model judges restatements an exact match misses
     models: dict[str, list[dict]] = field(default_factory=dict)   # role -> [{provider,
     #                                        model, base_url, weight}]; unnamed roles: default
     eval: EvalSettings = field(default_factory=EvalSettings)
