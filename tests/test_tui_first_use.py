@@ -51,6 +51,12 @@ def store(tmp_path) -> Store:
     return small_db(tmp_path / "k.db")
 
 
+async def picker_ready(pilot, app) -> None:
+    await wait_for(pilot, lambda: isinstance(app.screen, ProblemPicker)
+                   and app.screen.query("#rounds"), what="the picker")
+    await pilot.pause()
+
+
 def a_kernel(store: Store, status: str = "correct") -> dict:
     return store.db.execute(
         "select k.id, k.idea_id, k.problem_id, k.session_id from kernels k join evaluations e "
@@ -114,7 +120,7 @@ async def test_tick_boxes_read_without_colour(tmp_path):
     app = WorkbenchApp(Store(tmp_path / "k.db"), problem="softmax",
                        provider_factory=lambda s: None)
     async with app.run_test(size=(80, 24)) as pilot:
-        await wait_for(pilot, lambda: isinstance(app.screen, ProblemPicker), what="picker")
+        await picker_ready(pilot, app)
         box = app.screen.query_one("#review", TickBox)
         assert box.value and box.render().plain.startswith("[x]")
         box.value = False
@@ -128,7 +134,7 @@ async def test_no_gpu_defaults_to_what_the_machine_has(tmp_path, monkeypatch, gp
     app = WorkbenchApp(Store(tmp_path / "k.db"), problem="softmax",
                        provider_factory=lambda s: None)
     async with app.run_test(size=(80, 24)) as pilot:
-        await wait_for(pilot, lambda: isinstance(app.screen, ProblemPicker), what="picker")
+        await picker_ready(pilot, app)
         assert app.screen.query_one("#no-gpu", TickBox).value is (not gpu)
 
 
@@ -169,7 +175,7 @@ async def test_picker_keeps_everything_typed_and_refuses_in_place(tmp_path, monk
                        provider_factory=lambda s: make_provider(s["provider"], s["model"],
                                                                 s.get("base_url")))
     async with app.run_test(size=(80, 24)) as pilot:
-        await wait_for(pilot, lambda: isinstance(app.screen, ProblemPicker), what="picker")
+        await picker_ready(pilot, app)
         picker = app.screen
         message = picker.query_one("#picker-message")
         picker.query_one("#rounds", Input).value = "7"
@@ -193,7 +199,7 @@ async def test_picker_filters_as_you_type_and_remembers_the_llm(store, tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_for(pilot, lambda: app.started, what="start-up")
         await pilot.press("N")
-        await wait_for(pilot, lambda: isinstance(app.screen, ProblemPicker), what="picker")
+        await picker_ready(pilot, app)
         picker = app.screen
         assert picker.query_one("#provider", Input).value == "openai-compatible"
         assert picker.query_one("#model", Input).value == "test-model"
@@ -217,7 +223,7 @@ async def test_a_session_that_cannot_start_reopens_the_picker_as_it_was(tmp_path
 
     monkeypatch.setattr("workbench.problems.load_problem", broken)
     async with app.run_test(size=(80, 24)) as pilot:
-        await wait_for(pilot, lambda: isinstance(app.screen, ProblemPicker), what="picker")
+        await picker_ready(pilot, app)
         picker = app.screen
         picker.query_one("#provider", Input).value = "openai"
         picker.query_one("#model", Input).value = "o3"
@@ -418,3 +424,50 @@ def test_pruned_kernel_is_not_the_best_anywhere(store):
     assert best is not None
     control.prune_kernel(store, best["id"], pruned=True)
     assert store.best_kernel(1)["id"] != best["id"]
+
+
+async def test_search_for_a_kernel_id_past_sqlites_range_is_no_crash(store):
+    app = WorkbenchApp(store)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.started, what="start-up")
+        await pilot.press("slash", *("k" + "9" * 25))
+        await pilot.pause()
+        assert app.is_running and app.screen.hits == []
+
+
+async def test_a_read_only_database_refuses_changes_in_one_line(store, monkeypatch):
+    import os
+
+    import workbench.store_errors as store_errors
+
+    kernel_id = a_kernel(store)[0]
+    store.db.close()
+    monkeypatch.setattr(store_errors.os, "access",
+                        lambda p, mode: mode != os.W_OK and os.path.exists(p))
+    readonly = Store(store.path)
+    app = WorkbenchApp(readonly)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await select(pilot, app, queries.path_to_kernel(readonly, kernel_id))
+        await pilot.press("p")
+        assert "read-only" in status_line(app) and app.is_running
+        assert readonly.get("kernels", kernel_id)["pinned"] == 0
+
+
+def test_every_binding_has_an_id_for_the_keymap():
+    import importlib
+    import inspect
+    import pkgutil
+
+    import workbench.tui
+    from textual.binding import Binding
+    from textual.dom import DOMNode
+
+    seen = 0
+    for info in pkgutil.iter_modules(workbench.tui.__path__):
+        module = importlib.import_module(f"workbench.tui.{info.name}")
+        for _, cls in inspect.getmembers(module, inspect.isclass):
+            if issubclass(cls, DOMNode) and cls.__module__ == module.__name__:
+                for binding in cls.__dict__.get("BINDINGS", []):
+                    assert isinstance(binding, Binding) and binding.id, (cls, binding)
+                    seen += 1
+    assert seen > 40

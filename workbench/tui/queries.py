@@ -11,6 +11,7 @@ from typing import Any
 
 from workbench import verdict_seal
 from workbench.store import Store
+from workbench.store_errors import MAX_ID
 
 # The latest evaluation of kernel k (a kernel can be re-timed; the newest verdict counts).
 _LATEST_EVAL = "e.id = (SELECT max(id) FROM evaluations WHERE kernel_id = k.id)"
@@ -185,7 +186,7 @@ def search(store: Store, text: str, limit: int = 50) -> list[dict]:
     """Ideas whose text matches, and a kernel by id ("k123" or "123")."""
     found: list[dict] = []
     digits = text.lower().removeprefix("k")
-    if digits.isdigit():
+    if digits.isdigit() and int(digits) <= MAX_ID:   # a longer number is no kernel's id
         row = _one(store, """SELECT k.id, k.idea_id, i.round_id, r.session_id, s.problem_id
                              FROM kernels k LEFT JOIN ideas i ON i.id = k.idea_id
                              LEFT JOIN rounds r ON r.id = i.round_id
