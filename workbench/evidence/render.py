@@ -87,7 +87,7 @@ def runtime_lines(data: dict) -> list[str]:
             occ = (f"{100 * k['occupancy']:.0f}% ({k['occupancy_limiter']})"
                    if k.get("occupancy") is not None else "-")
             lines.append(f"| {short(k['name'])} | {k['us']:.1f} | {100 * (k['share'] or 0):.0f}% "
-                         f"| {k['launches']} | {_dims(k.get('grid'))} | {_dims(k.get('block'))} "
+                         f"| {k['launches']} | {dims(k.get('grid'))} | {dims(k.get('block'))} "
                          f"| {_val(k.get('registers'))} | {_val(k.get('shared_bytes'))} "
                          f"| {_val(k.get('stack_bytes'))} | {occ} |")
     return lines
@@ -133,7 +133,7 @@ def short(name: str, width: int = 48) -> str:
     return name if len(name) <= width else name[:width - 1] + "…"
 
 
-def _dims(d) -> str:
+def dims(d) -> str:
     if isinstance(d, (list, tuple)):
         return "x".join(str(x) for x in d if x != 1) or "1"
     return _val(d)

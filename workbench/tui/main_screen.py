@@ -24,6 +24,7 @@ from workbench.tui.engine_actions import EngineActions
 from workbench.tui.idea_pane import IdeaPane
 from workbench.tui.modals import SearchScreen
 from workbench.tui.population_views import POPULATION_BINDINGS, PopulationActions
+from workbench.tui.profile_view import PROFILE_BINDINGS, ProfileActions
 from workbench.tui.round_plot import RoundPlot
 from workbench.tui.source_pane import SourcePane
 from workbench.tui.status_line import StatusLine
@@ -31,12 +32,12 @@ from workbench.tui.tree import KernelTree, NodeRef
 
 IDEA_ACTIONS = {"approve", "veto", "edit_idea", "edit_idea_external"}
 KERNEL_ACTIONS = {"evaluate", "edit_kernel", "prune", "pin", "clear_flag", "export",
-                  "toggle_source", "toggle_diff", "lesson"}
+                  "toggle_source", "toggle_diff", "lesson", "profile"}
 # Always first in the footer, whatever else applies (binding ids).
 ALWAYS_SHOWN = ("quit", "help", "palette")
 
 
-class MainScreen(EngineActions, DecisionActions, PopulationActions, Screen):
+class MainScreen(EngineActions, DecisionActions, PopulationActions, ProfileActions, Screen):
     BINDINGS = [
         Binding("n", "ideate", "Ideate", id="ideate",
                 tooltip="Start the next round (on a finished session: add one): the LLM "
@@ -72,6 +73,7 @@ class MainScreen(EngineActions, DecisionActions, PopulationActions, Screen):
         Binding("K", "cancel", "Cancel work", id="cancel"),
         Binding("z", "zoom", "Zoom", id="zoom"),
         *POPULATION_BINDINGS,
+        *PROFILE_BINDINGS,
     ]
 
     def __init__(self, store, bridge) -> None:
