@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from textual.widgets import DataTable, Input, Static
 
+from test_tui_population import isolated_config  # noqa: F401 - an autouse fixture
 from tui_support import select, small_db, wait_for
 from workbench.gpu import verdict as verdict_module
 from workbench.gpu.verifier import record
@@ -16,12 +17,6 @@ from workbench.tui.tick_box import TickBox
 
 H200 = {"name": "NVIDIA H200", "arch": "sm_90", "sms": 132, "smem_per_sm": 233472,
         "regs_per_sm": 65536, "max_threads_per_sm": 2048, "warp_size": 32}
-
-
-@pytest.fixture(autouse=True)
-def isolated_config(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    monkeypatch.delenv("COLORTERM", raising=False)
 
 
 @pytest.fixture

@@ -79,18 +79,29 @@ def runtime_lines(data: dict) -> list[str]:
     n = data["launches"]
     lines = [f"Per call: {n} kernel launch{'es' if n != 1 else ''}; kernels busy "
              f"{100 * (data.get('gpu_busy_fraction') or 0):.0f}% of the {data['time_ms']:.4f} ms."]
-    kernels = sorted(data.get("kernels") or [], key=lambda k: -k["us"])[:TOP_KERNELS]
-    if kernels:
-        lines += ["| kernel | us | share | launches | grid | block | regs | smem B | stack B "
-                  "| occupancy (limit) |", "|---|---|---|---|---|---|---|---|---|---|"]
-        for k in kernels:
-            occ = (f"{100 * k['occupancy']:.0f}% ({k['occupancy_limiter']})"
-                   if k.get("occupancy") is not None else "-")
-            lines.append(f"| {short(k['name'])} | {k['us']:.1f} | {100 * (k['share'] or 0):.0f}% "
-                         f"| {k['launches']} | {dims(k.get('grid'))} | {dims(k.get('block'))} "
-                         f"| {_val(k.get('registers'))} | {_val(k.get('shared_bytes'))} "
-                         f"| {_val(k.get('stack_bytes'))} | {occ} |")
+    rows = launch_rows(data)[:TOP_KERNELS]
+    if rows:
+        lines += ["| " + " | ".join(LAUNCH_COLUMNS) + " |",
+                  "|" + "---|" * len(LAUNCH_COLUMNS)]
+        lines += ["| " + " | ".join(row) + " |" for row in rows]
     return lines
+
+
+LAUNCH_COLUMNS = ("kernel", "us", "share", "launches", "grid", "block", "regs", "smem B",
+                  "stack B", "occupancy (limit)")
+
+
+def launch_rows(data: dict, width: int = 48) -> list[list[str]]:
+    """One row of LAUNCH_COLUMNS per kernel of a call, longest first (prompts and the app)."""
+    rows = []
+    for k in sorted(data.get("kernels") or [], key=lambda k: -k["us"]):
+        occ = (f"{100 * k['occupancy']:.0f}% ({k['occupancy_limiter']})"
+               if k.get("occupancy") is not None else "-")
+        rows.append([short(k["name"], width), f"{k['us']:.1f}", f"{100 * (k['share'] or 0):.0f}%",
+                     str(k["launches"]), dims(k.get("grid")), dims(k.get("block")),
+                     _val(k.get("registers")), _val(k.get("shared_bytes")),
+                     _val(k.get("stack_bytes")), occ])
+    return rows
 
 
 def ncu_lines(data: dict) -> list[str]:

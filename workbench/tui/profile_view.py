@@ -80,17 +80,9 @@ class ProfileScreen(ModalScreen[None]):
         launches.clear(columns=True)
         rt = p.get("runtime", {}).get("data")
         if rt:
-            launches.add_columns("kernel", "us", "share", "launches", "grid", "block", "regs",
-                                 "smem B", "stack B", "occupancy")
-            for k in sorted(rt["kernels"], key=lambda k: -k["us"]):
-                occ = (f"{100 * k['occupancy']:.0f}% ({k['occupancy_limiter']})"
-                       if k.get("occupancy") is not None else "-")
-                launches.add_row(render.short(k["name"], 36), f"{k['us']:.1f}",
-                                 f"{100 * (k['share'] or 0):.0f}%", str(k["launches"]),
-                                 render.dims(k.get("grid")), render.dims(k.get("block")),
-                                 str(k.get("registers") or "-"), str(k.get("shared_bytes") or 0),
-                                 str(k.get("stack_bytes") if k.get("stack_bytes") is not None
-                                     else "-"), occ)
+            launches.add_columns(*render.LAUNCH_COLUMNS)
+            for row in render.launch_rows(rt, width=36):
+                launches.add_row(*row)
         rows = report.peak_rows(p)
         width = max((len(label) for label, _ in rows), default=0)
         self.query_one("#profile-bars", Static).update(
