@@ -1,6 +1,7 @@
 """The worker sandbox's cost per verdict: the same cached honest candidate evaluated with the full
 sandbox and with every layer off (namespaces, Landlock, seccomp; the private build directory and
-the allowlisted environment stay), interleaved A/B so drift cancels. Writes a Markdown table.
+the allowlisted environment stay), interleaved A/B so drift cancels; no warm spares, so each
+verdict pays its worker's launch. Writes a Markdown table.
 
 usage: python bench/sandbox_bench.py [--no-gpu] [--rounds N] OUT.md
 """
@@ -40,7 +41,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=8)
     args = ap.parse_args()
     settings = EvalSettings(no_gpu=args.no_gpu, time_budget_s=1.0)
-    pool = LocalPool(gpus=[] if args.no_gpu else None)
+    # No spares: a spare would hide the launch (and start in the other mode).
+    pool = LocalPool(gpus=[] if args.no_gpu else None, spares=False)
     silu = load_problem("silu", smoke=False)
     request = request_for(silu, (HERE / "silu_honest.py").read_text(), settings, label="bench")
     one(pool, request)  # build once, prepare the cache (PCH, ceilings): not part of the figures

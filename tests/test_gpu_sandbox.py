@@ -36,7 +36,7 @@ def run(tmp_path_factory):
     victim = cache / "ext" / "ab" / ("ab" + "0" * 62) / "victim.so"
     victim.parent.mkdir(parents=True)
     victim.write_bytes(b"original")
-    pool = LocalPool(cache_dir=cache)
+    pool = LocalPool(cache_dir=cache, spares=False)
     silu = load_problem("silu", smoke=False)
     server = socket.create_server(("127.0.0.1", 0))
     sources = {

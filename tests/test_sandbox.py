@@ -57,7 +57,8 @@ def _request(source: str, **settings) -> EvalRequest:
 def pool(tmp_path_factory):
     from workbench.gpu.pool import LocalPool
 
-    p = LocalPool(gpus=[], cache_dir=tmp_path_factory.mktemp("kwb-sandbox-cache"))
+    # No spares: each test's worker (and job directory) is its own, gone when its verdict is.
+    p = LocalPool(gpus=[], cache_dir=tmp_path_factory.mktemp("kwb-sandbox-cache"), spares=False)
     yield p
     p.shutdown()
 
@@ -213,7 +214,7 @@ PARENT = textwrap.dedent("""
     import sys
     from workbench.gpu.executor import EvalRequest, EvalSettings
     from workbench.gpu.pool import LocalPool
-    pool = LocalPool(gpus=[], cache_dir=sys.argv[1])
+    pool = LocalPool(gpus=[], cache_dir=sys.argv[1], spares=False)
     pool.submit(EvalRequest("p", "", open(sys.argv[2]).read(), 1e-4, 1e-4, None, 0,
                             settings=EvalSettings(no_gpu=True)))
     print("submitted", flush=True)
@@ -261,7 +262,7 @@ def test_a_killed_build_leaves_no_compiler_and_no_files(tmp_path):
     outlives the worker, and the build's temporary files go with its job directory."""
     from workbench.gpu.pool import LocalPool
 
-    pool = LocalPool(gpus=[], cache_dir=tmp_path)
+    pool = LocalPool(gpus=[], cache_dir=tmp_path, spares=False)
     honest = (CANDIDATES / "silu_honest.py").read_text().replace(
         'functions=["silu"])', 'functions=["silu"], extra_cuda_cflags=["-DKWB_KILLED_BUILD"])')
     future = pool.submit(_request(honest))
