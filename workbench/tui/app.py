@@ -22,6 +22,7 @@ from workbench.tui.engine_bridge import EngineBridge, EngineEvent, WorkFinished,
 from workbench.tui.main_screen import MainScreen
 from workbench.tui.modals import ConfirmScreen, HelpScreen
 from workbench.tui.picker import ProblemPicker, SessionRequest
+from workbench.tui.tree import KernelTree
 
 
 class WorkbenchApp(App):
@@ -182,13 +183,13 @@ class WorkbenchApp(App):
         self.run_in_thread("new session", start, None)
 
     def key_for(self, binding: Binding) -> str:
-        """How the binding's first key (after the user's keymap) is shown: `/`, `^x`, `?`."""
-        key = self.keymap.get(binding.id, binding.key).split(",")[0].strip()
-        return self.get_key_display(binding.with_key(key))
+        """How the binding's keys (after the user's keymap) are shown: `/`, `^x`, `j/↓`."""
+        keys = self.keymap.get(binding.id, binding.key).split(",")
+        return "/".join(self.get_key_display(binding.with_key(key.strip())) for key in keys)
 
     def action_help(self) -> None:
         rows = [(self.key_for(binding), binding.description, binding.id)
-                for bindings in (self.main_screen.BINDINGS, self.BINDINGS)
+                for bindings in (KernelTree.BINDINGS, self.main_screen.BINDINGS, self.BINDINGS)
                 for binding in bindings]
         self.push_screen(HelpScreen(rows, str(config_dir() / "config.toml")))
 
