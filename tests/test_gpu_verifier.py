@@ -111,3 +111,10 @@ def test_next_candidate_after_crashes_is_clean_and_cached(verdicts):
     v = verdicts["after_crashes"]
     assert v["status"] == "correct", (v["error"], v["flags"])
     assert v["cache_hit"] and v["compile_s"] < 0.3
+
+
+def test_hang_is_killed_by_the_adaptive_watchdog(verdicts):
+    v = verdicts["silu_hang"]
+    # Killed by the per-call limit (max(2 s, 100x the reference's eager call), at most 12 s),
+    # long before the whole turn's 40 s cap.
+    assert v["status"] == "timeout" and "a call on the GPU ran longer than" in v["error"], v["error"]

@@ -23,7 +23,8 @@ from workbench.store import IDEA_STATUSES, Store, default_db_path, migrations
 
 ALL_MIGRATIONS = ["m001_core", "m002_llm_calls", "m003_build_sources", "m004_search",
                   "m005_sessions_rounds_created_at", "m020_profiles", "m021_evidence_choices",
-                  "m030_population", "m031_lessons_forks", "m070_verdict_seals", "m071_estimated_tokens"]
+                  "m030_population", "m031_lessons_forks", "m070_verdict_seals", "m071_estimated_tokens",
+                  "m010_verdict_reuse"]
 KERNEL_SOURCE = "import torch\nclass ModelNew(torch.nn.Module):\n    pass\n"
 
 

@@ -119,21 +119,23 @@ def report(selectors: tuple[str, ...], as_json: bool, db_path: str | None) -> No
               show_default=True,
               help="Math settings eager and torch.compile are timed under (default: PyTorch's, "
                    "cuDNN TF32 on). Correctness is always strict fp32.")
+@click.option("--retime", is_flag=True,
+              help="Evaluate again even when the same source (comments and layout aside) has a "
+                   "verdict under the same settings; without it that verdict is reused.")
 @db_option
 @sandbox_option
 def eval_command(problem: str, candidate: str, as_json: bool, gpus: tuple[int, ...],
                  no_gpu: bool, compile_timeout_s: float, atol: float | None,
                  rtol: float | None, trials: int,
-                 time_budget: float, baseline: str, db_path: str | None) -> None:
+                 time_budget: float, baseline: str, retime: bool, db_path: str | None) -> None:
     """Compile, check and time CANDIDATE.py (a KernelBench solution defining ModelNew) against
     PROBLEM (a library name or a path). Exit code 0: correct (or unverified with --no-gpu);
     1: any other verdict; 2: bad input."""
     from pathlib import Path
 
     from workbench.gpu.executor import EvalSettings
-    from workbench.gpu.pool import LocalPool
     from workbench.gpu.verdict import describe
-    from workbench.gpu.verifier import record, request_for
+    from workbench.gpu.verifier import record, request_for, reused_verdict
 
     try:
         prob = load_problem(problem, smoke=False)
@@ -156,16 +158,13 @@ def eval_command(problem: str, candidate: str, as_json: bool, gpus: tuple[int, .
         if not as_json:
             click.echo(f"[{label}] {phase.replace('_', ' ')}", err=True)
 
-    pool = LocalPool(gpus=list(gpus) or None, on_phase=progress)
-    if not pool.gpus and not no_gpu and not as_json:
-        click.echo("no GPU found: building and running the static guards only", err=True)
-    try:
-        verdict = pool.submit(request_for(prob, source, settings,
-                                          label=f"kernel {kernel_id}")).result()
-    except KeyboardInterrupt:
-        pool.shutdown(cancel=True)
-        fail("interrupted; the worker was killed", code=130)
-    pool.shutdown()
+    request = request_for(prob, source, settings, label=f"kernel {kernel_id}")
+    verdict = None if retime else reused_verdict(store, request)
+    if verdict is None:
+        verdict = _verify(request, gpus, no_gpu, as_json, progress)
+    elif not as_json:
+        click.echo(f"same source as evaluation {verdict['reused_from']}: its verdict is reused "
+                   "(--retime to evaluate again)", err=True)
     record(store, kernel_id, verdict)
     verdict["kernel_id"] = kernel_id
     if as_json:
@@ -174,6 +173,21 @@ def eval_command(problem: str, candidate: str, as_json: bool, gpus: tuple[int, .
         click.echo(f"kernel {kernel_id} on {prob.name}")
         click.echo(describe(verdict))
     sys.exit(0 if verdict["status"] in ("correct", "unverified") else 1)
+
+
+def _verify(request, gpus: tuple[int, ...], no_gpu: bool, as_json: bool, progress) -> dict:
+    from workbench.gpu.pool import LocalPool
+
+    pool = LocalPool(gpus=list(gpus) or None, on_phase=progress, spares=False)
+    if not pool.gpus and not no_gpu and not as_json:
+        click.echo("no GPU found: building and running the static guards only", err=True)
+    try:
+        verdict = pool.submit(request).result()
+    except KeyboardInterrupt:
+        pool.shutdown(cancel=True)
+        fail("interrupted; the worker was killed", code=130)
+    pool.shutdown()
+    return verdict
 
 
 # The default command (`kernel-workbench [--db PATH] [PROBLEM]`): the Textual app, loaded lazily.

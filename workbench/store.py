@@ -328,19 +328,34 @@ class Store:
             "speedup_eager": verdict.get("speedup_eager"),
             "speedup_compile": verdict.get("speedup_compile"),
             "floor_ms": verdict.get("floor_ms"), "flags": verdict.get("flags") or [],
-            "error": verdict.get("error"), "verdict": verdict})
+            "error": verdict.get("error"), "verdict": verdict,
+            "reuse_key": verdict.get("reuse_key")})
 
-    def copy_evaluation(self, evaluation: dict, kernel_id: int) -> int:
-        """A verdict copied onto another kernel row of the same source (a fork's copy): sealed
-        again only when the original's seal holds, so a copy never launders a forged row."""
+    def copy_evaluation(self, evaluation: dict, kernel_id: int, reused: bool = False) -> int:
+        """A verdict copied onto another kernel row of the same source (a fork's copy, or a
+        reused verdict: then `reused_from` names the original): sealed again only when the
+        original's seal holds, so a copy never launders a forged row."""
         row = {c: v for c, v in evaluation.items()
-               if c not in ("id", "build_id", "signature", "trusted")}
+               if c not in ("id", "build_id", "signature", "trusted", "reused_from")}
+        if reused:
+            row["reused_from"] = evaluation.get("reused_from") or evaluation["id"]
         with self.transaction():
             copy_id = self.insert("evaluations", {**row, "kernel_id": kernel_id})
             if verdict_seal.row_intact(self.get("evaluations", evaluation["id"])):
                 self.update("evaluations", copy_id, signature=verdict_seal.seal(
                     self.get("evaluations", copy_id)))
         return copy_id
+
+    def reusable_evaluation(self, reuse_key: str, statuses: tuple[str, ...]) -> dict | None:
+        """The newest sealed evaluation stored under this reuse key (see
+        EvalRequest.reuse_key) with one of these statuses, or None."""
+        marks = ", ".join("?" * len(statuses))
+        for row in self.db["evaluations"].rows_where(
+                f"reuse_key = ? and status in ({marks})", [reuse_key, *statuses],
+                order_by="id desc", limit=5):
+            if verdict_seal.row_intact(row):
+                return row
+        return None
 
     def latest_evaluation(self, kernel_id: int) -> dict | None:
         """The newest evaluation row, with `trusted`: whether its verdict seal holds."""
@@ -557,3 +572,12 @@ def m071_estimated_tokens(db: sqlite_utils.Database) -> None:
     # 1 where the server reported no usage and the tokens (and cost) were estimated from the
     # text's length, so a token budget still holds and reports can say so.
     db["llm_calls"].add_column("tokens_estimated", int)
+
+
+@migrations()
+def m010_verdict_reuse(db: sqlite_utils.Database) -> None:
+    # Same source, same verdict: the key a verdict can be found by again (EvalRequest.reuse_key),
+    # and, on a reused verdict's row, the evaluation it repeats.
+    db["evaluations"].add_column("reuse_key", str)
+    db["evaluations"].add_column("reused_from", int, fk="evaluations", fk_col="id")
+    db["evaluations"].create_index(["reuse_key"])

@@ -6,9 +6,16 @@ its place later without touching them.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 from concurrent.futures import CancelledError, Future
 from dataclasses import asdict, dataclass, field
 from typing import Protocol
+
+from workbench.source_key import source_key
+
+# Settings that change how long work may take or how much runs at once, never what a verdict says.
+_NOT_IN_VERDICT = ("compile_timeout_s", "run_timeout_s", "verify_workers")
 
 @dataclass
 class EvalSettings:
@@ -41,6 +48,16 @@ class EvalRequest:
     dtype: str = "float32"
     settings: EvalSettings = field(default_factory=EvalSettings)
     label: str = ""                    # shown in progress output (e.g. "kernel 42")
+
+    def reuse_key(self) -> str:
+        """Same key, same verdict: the problem, the candidate's normalised source (comments and
+        layout out) and every setting that can change the verdict."""
+        settings = {k: v for k, v in self.settings.to_dict().items() if k not in _NOT_IN_VERDICT}
+        problem = hashlib.sha256(self.problem_source.encode()).hexdigest()
+        return hashlib.sha256(json.dumps(
+            ["reuse v1", problem, source_key(self.candidate_source), settings, self.atol,
+             self.rtol, self.flops, self.min_bytes, self.dtype], sort_keys=True).encode()
+        ).hexdigest()
 
 
 class EvaluationCancelled(CancelledError):

@@ -201,6 +201,7 @@ class LocalPool:
         verdict["verified"] = verdict["status"] in ("correct", "flagged") and \
             verdict.get("time_ms") is not None
         verdict["atol"], verdict["rtol"] = request.atol, request.rtol
+        verdict["reuse_key"] = request.reuse_key()
         return verdict
 
     def _pick_gpu(self) -> int:

@@ -81,6 +81,9 @@ def describe(v: dict) -> str:
         lines.append(f"baselines: eager and torch.compile under {b['description']}; "
                      f"correctness against {b['correctness']}"
                      + (f" ({v['reference_precision']} reference)" if v.get("reference_precision") else ""))
+    if v.get("reused_from"):
+        lines.append(f"reused: the verdict of evaluation {v['reused_from']} (same source, same "
+                     "settings)")
     for flag in v.get("flags") or []:
         lines.append(f"flag [{flag['kind']}]: {flag['reason']}")
     for note in v.get("notes") or []:

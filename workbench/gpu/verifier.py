@@ -1,10 +1,15 @@
 """Glue between callers and the executor: build requests, store what comes back."""
 from __future__ import annotations
 
+import json
+
+from workbench import cuda_env
 from workbench.evidence.record import store_verdict
 from workbench.gpu.executor import EvalRequest, EvalSettings
 from workbench.problems import Problem
 from workbench.store import Store
+
+REUSABLE = ("correct", "flagged", "incorrect", "compile_error", "unverified")
 
 
 def request_for(problem: Problem, candidate_source: str, settings: EvalSettings,
@@ -19,8 +24,26 @@ def request_for(problem: Problem, candidate_source: str, settings: EvalSettings,
         settings=settings, label=label)
 
 
+def reused_verdict(store: Store, request: EvalRequest) -> dict | None:
+    """The verdict already stored for the same source (comments and layout aside), problem and
+    settings, with `reused_from` naming its evaluation; None when there is none to reuse.
+    Verdicts that depend on the moment (timeout, crashed) are never reused; GPU verdicts only
+    from a GPU of the kind this machine has."""
+    row = store.reusable_evaluation(request.reuse_key(), REUSABLE)
+    if row is None:
+        return None
+    verdict = json.loads(row["verdict"]) if isinstance(row["verdict"], str) else row["verdict"]
+    if verdict.get("gpu") and verdict["gpu"] not in {g.name for g in cuda_env.list_gpus()}:
+        return None
+    return {**verdict, "reused_from": row["id"]}
+
+
 def record(store: Store, kernel_id: int, verdict: dict) -> int:
-    """Store the build and the evaluation of one verdict together; returns the evaluation id."""
+    """Store the build and the evaluation of one verdict together; returns the evaluation id.
+    A reused verdict is stored as a copy of the evaluation it repeats."""
+    if verdict.get("reused_from"):
+        return store.copy_evaluation(store.get("evaluations", verdict["reused_from"]), kernel_id,
+                                     reused=True)
     with store.transaction():
         build_id = None
         if verdict.get("compile_s") is not None or verdict["status"] == "compile_error":

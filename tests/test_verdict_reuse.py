@@ -1,0 +1,91 @@
+"""Same source, same verdict: a kernel whose normalised source was evaluated before under the same
+problem and settings reuses that verdict (the store says which), unless a re-time is asked for."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+import workbench.cli as cli
+from workbench.gpu.executor import EvalSettings
+from workbench.gpu.verifier import request_for, reused_verdict
+from workbench.problems import load_problem
+from workbench.store import Store
+
+PROBLEM = '''"""Doubles its input."""
+import torch
+class Model(torch.nn.Module):
+    def forward(self, x):
+        return x * 2
+def get_inputs():
+    return [torch.randn(64)]
+def get_init_inputs():
+    return []
+'''
+CANDIDATE = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n" \
+            "        return x + x\n"
+# The same kernel, commented and laid out differently.
+RESTYLED = "# doubled\nimport torch\n\n\nclass ModelNew(torch.nn.Module):  # mine\n" \
+           "    def forward(self, x):\n        return x+x  # add\n"
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    monkeypatch.setenv("KERNEL_WORKBENCH_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "twice.py").write_text(PROBLEM)
+    (tmp_path / "a.py").write_text(CANDIDATE)
+    (tmp_path / "b.py").write_text(RESTYLED)
+    return tmp_path
+
+
+def evaluate(env, name: str, *extra: str) -> dict:
+    result = CliRunner().invoke(cli.main, ["eval", str(env / "twice.py"), str(env / name),
+                                           "--no-gpu", "--json", "--db", str(env / "k.db"),
+                                           *extra])
+    assert result.exit_code in (0, 1), result.output
+    return json.loads(result.stdout)
+
+
+def test_same_source_reuses_the_verdict_unless_retimed(env, monkeypatch):
+    first = evaluate(env, "a.py")
+    assert first["status"] in ("unverified", "flagged") and not first.get("reused_from")
+    store = Store(env / "k.db")
+    (original,) = store.rows("evaluations")
+
+    def no_worker(*args, **kwargs):
+        raise AssertionError("a reused verdict needs no worker")
+
+    monkeypatch.setattr(cli, "_verify", no_worker)
+    again = evaluate(env, "b.py")
+    assert again["reused_from"] == original["id"] and again["status"] == first["status"]
+    copy = store.latest_evaluation(again["kernel_id"])
+    assert copy["reused_from"] == original["id"] and copy["trusted"]
+    assert copy["kernel_id"] != original["kernel_id"]
+
+    monkeypatch.undo()
+    monkeypatch.setenv("KERNEL_WORKBENCH_CACHE", str(env / "cache"))
+    retimed = evaluate(env, "b.py", "--retime")
+    assert not retimed.get("reused_from")
+    assert store.latest_evaluation(retimed["kernel_id"])["reused_from"] is None
+    other = evaluate(env, "b.py", "--trials", "7")   # other settings: another verdict
+    assert not other.get("reused_from")
+
+
+def test_only_sealed_lasting_verdicts_are_reused(env):
+    store = Store(env / "k.db")
+    problem = load_problem(env / "twice.py", smoke=False)
+    request = request_for(problem, CANDIDATE, EvalSettings(no_gpu=True))
+    kernel = store.add_kernel(store.upsert_problem(problem), CANDIDATE, origin="file")
+    key = request.reuse_key()
+    # A timeout says more about the moment than the kernel; a row without a seal was not
+    # written by the verifier.
+    store.add_evaluation(kernel, {"status": "timeout", "reuse_key": key})
+    store.insert("evaluations", {"kernel_id": kernel, "status": "correct", "reuse_key": key,
+                                 "verdict": {"status": "correct"}})
+    assert reused_verdict(store, request) is None
+    evaluation = store.add_evaluation(kernel, {"status": "compile_error", "reuse_key": key})
+    assert reused_verdict(store, request)["reused_from"] == evaluation
+    # Comments and layout aside the same; a changed tolerance is not.
+    assert request_for(problem, RESTYLED, EvalSettings(no_gpu=True)).reuse_key() == key
+    assert request_for(problem, CANDIDATE, EvalSettings(no_gpu=True, atol=1e-2)).reuse_key() != key
