@@ -230,11 +230,16 @@ def test_cli_bank_lesson_fork_compare(env, tmp_path, monkeypatch):
     out = runner.invoke(main, ["lesson", "no family", "--db", db])
     assert out.exit_code == 2 and out.output.startswith("error: ")
     out = runner.invoke(main, ["fork", str(sid), "--at-round", "1", "--model-for",
-                               "implement=gemini:gemini-2.5-pro", "--db", db])
+                               "implement=gemini:gemini-2.5-pro", "--seed",
+                               str(found[0]["kernel"]), "--db", db])
     assert out.exit_code == 0, out.output
     fork = int(out.output.split()[1])
-    assert json.loads(store.get("sessions", fork)["settings"])["models"]["implement"][0][
-        "model"] == "gemini-2.5-pro"
+    settings = json.loads(store.get("sessions", fork)["settings"])
+    assert settings["models"]["implement"][0]["model"] == "gemini-2.5-pro"
+    assert settings["seed_kernels"] == [found[0]["kernel"]]
+    out = runner.invoke(main, ["fork", str(sid), "--at-round", "1", "--seed", "999",
+                               "--db", db])
+    assert out.exit_code == 2 and "no kernel 999" in out.output
     out = runner.invoke(main, ["fork", str(sid), "--at-round", "1", "--model-for", "oops",
                                "--db", db])
     assert out.exit_code == 2 and "ROLE=PROVIDER:MODEL" in out.output

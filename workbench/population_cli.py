@@ -61,14 +61,16 @@ def lesson(text: str | None, kernel_id: int | None, family: str | None, list_fam
 @click.option("--base-url", help="Another API base URL for the fork.")
 @click.option("--model-for", "model_for", multiple=True,
               help="ROLE=PROVIDER:MODEL[*WEIGHT][@BASE_URL] for the fork (repeatable).")
+@click.option("--seed", "seed_kernels", multiple=True, type=click.IntRange(min=1),
+              help="A kernel (any problem's, e.g. from the bank) to seed the fork's next round.")
 @click.option("--rounds", type=int, help="Rounds in all (default: the original's).")
 @click.option("--top-k", type=int, help="Seeds per round.")
 @click.option("--ideas", type=int, help="Ideas per seed.")
 @click.option("--impls", type=int, help="Implementations per idea.")
 @db_option
 def fork(session_id: int, at_round: int, provider: str | None, model: str | None,
-         base_url: str | None, model_for: tuple[str, ...], db_path: str | None,
-         **flags) -> None:
+         base_url: str | None, model_for: tuple[str, ...], seed_kernels: tuple[int, ...],
+         db_path: str | None, **flags) -> None:
     """Fork SESSION at a round with other models or settings; continue it with
     `kernel-workbench run --resume NEW`."""
     from workbench.fork import ForkError, fork_session
@@ -76,6 +78,11 @@ def fork(session_id: int, at_round: int, provider: str | None, model: str | None
 
     store = open_store(db_path, existing=True)
     overrides = {k: v for k, v in flags.items() if v is not None}
+    for kernel_id in seed_kernels:
+        if store.find("kernels", kernel_id) is None:
+            fail(f"--seed {kernel_id}: no kernel {kernel_id} in {store.path}")
+    if seed_kernels:
+        overrides["seed_kernels"] = list(seed_kernels)
     try:
         if model_for:
             overrides["models"] = parse_specs(model_for)

@@ -116,16 +116,19 @@ def repairable_kernels(store: Store, session_id: int, max_attempt: int,
 def refinable_kernels(store: Store, session_id: int, top_k: int, max_depth: int) -> list[int]:
     """Each round's top-k fastest eligible kernels whose refinement chain is shorter than
     max_depth (a refined kernel's attempt counts its depth) and which were not refined yet."""
+    # Rank among all the round's eligible kernels, then drop the refined and the too deep:
+    # ranking only the unrefined ones slid the "top-k" down the round, refining every kernel
+    # one after another.
     return [r["id"] for r in _q(
-        store, "select id from (select k.id, row_number() over (partition by i.round_id "
-        "order by e.time_ms, k.id) as rank from kernels k "
+        store, "select id from (select k.id, k.origin, k.attempt, row_number() over "
+        "(partition by i.round_id order by e.time_ms, k.id) as rank from kernels k "
         f"{LATEST} join ideas i on i.id = k.idea_id where k.session_id = ? and k.pruned = 0 "
         f"and e.time_ms is not null and {_eligible_sql(False)} and k.duplicate_of is null "
-        "and coalesce(i.status, '') != 'vetoed' "
-        "and (case when k.origin = 'refine' then k.attempt else 0 end) < ? "
-        "and not exists (select 1 from llm_calls c where c.kernel_id = k.id and "
-        f"c.purpose = 'refine' and {CONSUMED})) where rank <= ? order by id",
-        [session_id, max_depth, top_k])]
+        "and coalesce(i.status, '') != 'vetoed') ranked where rank <= ? "
+        "and (case when origin = 'refine' then attempt else 0 end) < ? "
+        "and not exists (select 1 from llm_calls c where c.kernel_id = ranked.id and "
+        f"c.purpose = 'refine' and {CONSUMED}) order by id",
+        [session_id, top_k, max_depth])]
 
 
 def ideas_with_impl_counts(store: Store, session_id: int, statuses: tuple[str, ...]) -> list[dict]:
