@@ -471,3 +471,27 @@ def test_every_binding_has_an_id_for_the_keymap():
                     assert isinstance(binding, Binding) and binding.id, (cls, binding)
                     seen += 1
     assert seen > 40
+
+
+async def test_escape_in_the_idea_editor_asks_before_dropping_what_was_typed(store):
+    from textual.widgets import TextArea
+
+    from workbench.tui.modals import IdeaEditor
+
+    round_id = store.rows("rounds", "n = 3")[0]["id"]
+    app = WorkbenchApp(store)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await select(pilot, app, [("problem", 1), ("session", 1), ("round", round_id)])
+        await pilot.press("i")
+        editor = app.screen
+        assert isinstance(editor, IdeaEditor)
+        await pilot.press(*"Tile by 64")
+        await pilot.press("escape")
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("n")                       # keep editing: nothing lost
+        assert app.screen is editor and editor.query_one(TextArea).text == "Tile by 64"
+        await pilot.press("escape", "y")
+        assert not isinstance(app.screen, (IdeaEditor, ConfirmScreen))
+        assert not store.rows("ideas", "text = ?", ["Tile by 64"])
+        await pilot.press("i", "escape")             # nothing typed: closes at once
+        assert not isinstance(app.screen, (IdeaEditor, ConfirmScreen))

@@ -15,7 +15,7 @@ from workbench.tui.tick_box import TickBox
 
 
 class IdeaEditor(ModalScreen[str | None]):
-    """Returns the new text, or None when cancelled."""
+    """Returns the new text, or None when cancelled; cancelling a changed text asks first."""
 
     BINDINGS = [
         Binding("ctrl+s", "save", "Save", id="idea_editor.save"),
@@ -44,7 +44,17 @@ class IdeaEditor(ModalScreen[str | None]):
         self.dismiss(self.query_one(TextArea).text)
 
     def action_cancel(self) -> None:
-        self.dismiss(None)
+        if self.query_one(TextArea).text == self.text:
+            self.dismiss(None)
+            return
+
+        def answer(discard: bool | None) -> None:
+            if discard:
+                self.dismiss(None)
+
+        self.app.push_screen(ConfirmScreen("Discard what you typed?", "The text is not saved "
+                                           "(ctrl+s saves it).", "Discard", "Keep editing"),
+                             answer)
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.action_save() if event.button.id == "save" else self.action_cancel()
