@@ -179,6 +179,7 @@ def test_orphan_cannot_forge_a_verdict(tmp_path, hide):
                       PAYLOAD=base64.b64encode(text.split('"""', 2)[2].encode()).decode())
     v, db = cli_eval(tmp_path, text, {}, "--no-gpu")
     assert ("dynamic_code" if hide else "process") in kinds(v)
+    assert "forked child process" in sandbox_reason(v)
     time.sleep(3)   # the orphan would have written by now
     assert pids_with("kwb_hostile_marker_orphan") == []
     rows = sqlite3.connect(db).execute("select status from evaluations").fetchall()
@@ -257,11 +258,17 @@ def test_workers_die_with_their_parent(tmp_path, sig):
 
 
 @needs_sandbox
-def test_a_killed_build_leaves_no_compiler_and_no_files(tmp_path):
+@pytest.mark.parametrize("namespaces", [True, False], ids=["namespaces", "no-namespaces"])
+def test_a_killed_build_leaves_no_compiler_and_no_files(tmp_path, monkeypatch, namespaces):
     """Killed while nvcc or c++ runs (ninja starts each in its own process group): none of them
-    outlives the worker, and the build's temporary files go with its job directory."""
+    outlives the worker, and the build's temporary files go with its job directory. Without
+    namespaces (a kernel that refuses them) the parent finds and kills them instead."""
     from workbench.gpu.pool import LocalPool
 
+    if not namespaces:
+        full = sandbox.support()
+        monkeypatch.setattr(sandbox, "support", lambda: sandbox.Support(
+            False, "off for this test", full.landlock_abi, full.seccomp, ["namespaces"], []))
     pool = LocalPool(gpus=[], cache_dir=tmp_path, spares=False)
     honest = (CANDIDATES / "silu_honest.py").read_text().replace(
         'functions=["silu"])', 'functions=["silu"], extra_cuda_cflags=["-DKWB_KILLED_BUILD"])')

@@ -59,6 +59,8 @@ def install(read: list[str], write: list[str]) -> None:
                 _note(f"{event.split('.')[1]} {args[1]!r}")
             elif event == "os.system":
                 _note(f"shell command {os.fsdecode(args[0])[:80]!r}")
+            elif event in ("os.fork", "os.forkpty"):  # the harness never forks in-process
+                _note("a forked child process (it ends with the worker's PID namespace)")
         except Exception:  # noqa: BLE001 - observing must never break the worker
             pass
         finally:
@@ -72,7 +74,7 @@ def annotate(verdict: dict) -> dict:
     if _seen:
         verdict.setdefault("flags", []).append({
             "kind": "sandbox",
-            "reason": "the sandbox refused what the candidate tried: " + "; ".join(_seen)})
+            "reason": "the sandbox refused or contained what the candidate tried: " + "; ".join(_seen)})
         if verdict.get("status") == "correct":
             verdict["status"] = "flagged"
     error = verdict.get("error") or ""

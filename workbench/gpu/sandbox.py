@@ -188,8 +188,29 @@ def worker_launch(cache_dir: Path, base_env: dict[str, str], gpu: int | None):
     try:
         yield Launch(argv, env, str(job_dir), job_dir)
     finally:
+        if not s.namespaces:  # no PID namespace to take them down with the worker
+            kill_leftovers(job_dir)
         harvest(job_dir / "build", cache_dir / "ext")
         shutil.rmtree(job_dir, ignore_errors=True)
+
+
+def kill_leftovers(job_dir: Path) -> list[int]:
+    """Kill processes still working in, or naming, a finished worker's job directory: ninja
+    starts each compile in a process group of its own, which killing the worker's group misses.
+    (A process that left the directory escapes this; the PID namespace catches that one.)"""
+    killed = []
+    needle = str(job_dir)
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            if os.readlink(proc / "cwd").startswith(needle) or \
+                    needle.encode() in (proc / "cmdline").read_bytes():
+                os.kill(int(proc.name), signal.SIGKILL)
+                killed.append(int(proc.name))
+        except OSError:
+            pass  # gone already, or not ours to see
+    return killed
 
 
 def _env(base_env: dict[str, str], gpu: int | None, job_dir: Path) -> dict[str, str]:
