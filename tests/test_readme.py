@@ -38,7 +38,8 @@ def test_readme_documents_config_keys_limits_and_test_time():
     assert config["keymap"] and set(config["keymap"]) <= ids
     for binding in MainScreen.BINDINGS + WorkbenchApp.BINDINGS:   # every key is in the table
         key = binding.key.split(",")[0].replace("slash", "/").replace("question_mark", "?")
-        assert f"`{key}`" in readme or f" {key}`" in readme or f"`{key} " in readme, key
+        assert f"`{key}`" in readme or f" {key}`" in readme or f"`{key} " in readme, \
+            f"key {key} ({binding.id}) is missing from the README's key table ('## The app')"
     limit = f"{EvalSettings().compile_timeout_s:.0f} s per kernel build"
     assert limit in readme and "--compile-timeout" in readme
     assert re.search(r"takes\s+about\s+\d+\s+minutes\s+on\s+a\s+2-core\s+machine", readme)

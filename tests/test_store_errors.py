@@ -154,3 +154,9 @@ def test_two_processes_open_a_fresh_database_at_once(tmp_path):
     names = [r[0] for r in sqlite3.connect(path).execute(
         "select name from _sqlite_migrations")]
     assert len(names) == len(set(names)) == len(store_module.migrations._migrations)
+
+
+def test_a_directory_given_as_the_database_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("KERNEL_WORKBENCH_DB", str(tmp_path))   # --db itself is checked by click
+    one_line_error(invoke(), "is a directory")            # the app
+    one_line_error(invoke("report"), "no workbench database there")
