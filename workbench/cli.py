@@ -137,8 +137,10 @@ def eval_command(problem: str, candidate: str, as_json: bool, gpus: tuple[int, .
     from workbench.gpu.verdict import describe
     from workbench.gpu.verifier import record, request_for, reused_verdict
 
+    from workbench import problem_cache
+
     try:
-        prob = load_problem(problem, smoke=False)
+        prob = problem_cache.load(problem, smoke=False)  # no torch here when validated before
     except ProblemError as e:
         fail(str(e))
     try:
