@@ -5,6 +5,7 @@ The archive's cells (search/archive.py) and the bank's listing (bank.py) both us
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from workbench.source_key import normalize
 
@@ -27,6 +28,7 @@ SHORT = {"tensor_cores": "tc", "smem_tiling": "smem", "vectorized": "vec",
          "warp_reduce": "warp", "async_copy": "async", "half_precision": "half"}
 
 
+@lru_cache(maxsize=4096)   # the bank and the archive read the same sources again and again
 def signature(source: str) -> tuple[str, ...]:
     """The techniques a kernel's code uses, in TECHNIQUES order."""
     code = normalize(source)
