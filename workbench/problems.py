@@ -208,15 +208,30 @@ def _describe(mod, filename: str) -> tuple[list, list, int]:
 
 
 def load_problem(name_or_path: str | Path, smoke: bool = True) -> Problem:
-    """Load, validate and describe a problem. Raises ProblemError (one line) when unusable."""
-    import torch
+    """Load, validate and describe a problem. Raises ProblemError (one line) when unusable.
+
+    The file is code: it runs in a child process with a time limit (workbench.problem_loader),
+    so an endless loop, an exit or a crash at import is one line here, not a hang or a silent
+    end of the caller.
+    """
+    from workbench import problem_loader
 
     path = resolve(name_or_path)
-    filename = str(path)
     try:
         source = path.read_text()
     except (OSError, UnicodeDecodeError) as e:
-        raise ProblemError(f"{filename}: cannot read: {e}") from None
+        raise ProblemError(f"{path}: cannot read: {e}") from None
+    fields = problem_loader.load(path, source, smoke)
+    for key in ("input_shapes", "output_shapes"):
+        fields[key] = [tuple(shape) for shape in fields[key]]
+    return Problem(path=path, source=source, **fields)
+
+
+def inspect_problem(path: Path, source: str, smoke: bool = True) -> Problem:
+    """Execute, validate and describe a problem in this process (the loader's child does)."""
+    import torch
+
+    filename = str(path)
     mod = exec_source(source, filename)
     for attr in ("Model", "get_inputs", "get_init_inputs"):
         if not hasattr(mod, attr):

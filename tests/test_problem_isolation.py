@@ -1,0 +1,77 @@
+"""Problem files are code too: loaded in a child process with a time limit, so an endless loop,
+an exit or a crash at import gives one line naming the file and a non-zero exit, for
+`problems`, `eval` and `run`; and a file's prints never mix into the command's output."""
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from test_search_engine import PROBLEM
+from workbench import problem_loader
+from workbench.cli import main
+from workbench.problems import ProblemError, load_problem
+
+HOSTILE = {
+    "loop": ("while True:\n    pass\n", "still loading after 3 s (an endless loop at import?)"),
+    "exit0": ("import sys\nsys.exit(0)\n", "calls sys.exit(0) at import"),
+    "os_exit": ("import os\nos._exit(0)\n", "the loader exited (code 0) while importing it"),
+    "segfault": ("import ctypes\nctypes.string_at(0)\n", "crashed the loader (SIGSEGV)"),
+}
+
+
+@pytest.fixture
+def files(tmp_path, monkeypatch):
+    monkeypatch.setenv(problem_loader.TIMEOUT_ENV, "3")
+    paths = {}
+    for name, (head, _) in HOSTILE.items():
+        paths[name] = tmp_path / f"{name}.py"
+        paths[name].write_text(head + PROBLEM)
+    paths["chatty"] = tmp_path / "chatty.py"
+    paths["chatty"].write_text("print('hello from the problem file')\n" + PROBLEM)
+    return paths
+
+
+@pytest.mark.parametrize("name", list(HOSTILE))
+def test_hostile_problem_files_fail_in_one_line(files, name):
+    load_problem(files["chatty"])     # the loader is up: the limit is the file's alone
+    t0 = time.monotonic()
+    with pytest.raises(ProblemError) as e:
+        load_problem(files[name])
+    message = str(e.value)
+    assert message.startswith(str(files[name])) and HOSTILE[name][1] in message
+    assert "\n" not in message and time.monotonic() - t0 < 10
+    assert load_problem(files["chatty"]).name == "chatty"   # and the next file loads
+
+
+def test_a_file_that_kills_the_loader_is_one_line_and_the_next_load_works(files, tmp_path):
+    killer = tmp_path / "killer.py"
+    killer.write_text("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n" + PROBLEM)
+    with pytest.raises(ProblemError, match="the problem loader died while loading it"):
+        load_problem(killer)
+    assert load_problem(files["chatty"], smoke=False).output_shapes == [(1024, 1024)]
+
+
+def test_commands_exit_non_zero_with_one_line(files, tmp_path):
+    runner = CliRunner()
+    candidate = tmp_path / "candidate.py"
+    candidate.write_text("class ModelNew:\n    pass\n")
+    for name in ("exit0", "loop"):
+        path = str(files[name])
+        for args in (["problems", path], ["eval", path, str(candidate), "--no-gpu",
+                                          "--db", str(tmp_path / "k.db")],
+                     ["run", path, "--provider", "openai-compatible", "--model", "m",
+                      "--base-url", "http://127.0.0.1:9/v1", "--db", str(tmp_path / "k.db")]):
+            result = runner.invoke(main, args)
+            assert result.exit_code == 2, (args, result.output)
+            errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+            assert len(errors) == 1 and path in errors[0] and HOSTILE[name][1] in errors[0]
+    assert not (tmp_path / "k.db").exists()
+
+
+def test_prints_of_a_problem_file_stay_out_of_json_output(files):
+    result = CliRunner().invoke(main, ["problems", "--json", str(files["chatty"])])
+    assert result.exit_code == 0
+    assert json.loads(result.output)[0]["name"] == "chatty"
