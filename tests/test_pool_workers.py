@@ -225,3 +225,49 @@ def test_requests_set_the_pool_width(tmp_path):
         assert pool.verify_workers == 5
     finally:
         pool.shutdown()
+
+
+# ---- the watchdog's arithmetic (no processes) ------------------------------------------------
+
+def test_call_limit_scales_with_the_reference_within_bounds():
+    from workbench.gpu.watchdog import call_limit
+
+    assert call_limit(0.05) == 2.0          # a fast op: the 2 s floor
+    assert call_limit(50.0) == 5.0          # 100x a 50 ms reference
+    assert call_limit(1000.0) == 12.0       # a slow one is still killed well within 15 s
+    assert call_limit(None) == 12.0
+
+
+def test_build_clock_pauses_in_the_queue_and_cannot_be_stretched():
+    from workbench.gpu.watchdog import Watch
+
+    w = Watch(EvalSettings(compile_timeout_s=10), started=0.0)
+    w.on_phase("ready", {"ref_eager_ms": 0.1}, 1.0)
+    assert w.deadline is None
+    w.on_phase("compiling", {}, 2.0)
+    assert w.deadline == 12.0
+    w.on_phase("build_queue", {}, 5.0)     # 3 s used; waiting for a slot costs nothing
+    assert w.deadline is None
+    w.on_phase("building", {}, 100.0)
+    assert w.deadline == 107.0
+    w.on_phase("building", {}, 104.0)      # said again: the limit does not move
+    assert w.deadline == 107.0
+    w.on_phase("compiled", {}, 106.0)
+    assert w.deadline is None
+
+
+def test_gpu_turn_deadline_follows_beats_up_to_the_turn_cap():
+    from workbench.gpu.watchdog import Watch
+
+    w = Watch(EvalSettings(run_timeout_s=30), started=0.0)
+    w.on_phase("ready", {"ref_eager_ms": 0.1}, 1.0)
+    w.on_phase("gpu", {}, 10.0)
+    assert w.deadline == 12.0 and w.turn_end == 40.0
+    w.beat(11.5)
+    assert w.deadline == 13.5
+    w.beat(12.0, allow_s=60)               # a longer allowance is capped at 12 s
+    assert w.deadline == 24.0
+    w.beat(39.0)
+    assert w.deadline == 40.0              # never past the turn's cap
+    assert "ran longer than 2.0 s" in w.timeout_error(20.0)
+    assert "GPU turn took longer than 30 s" in w.timeout_error(40.0)
