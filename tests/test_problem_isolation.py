@@ -46,12 +46,26 @@ def test_hostile_problem_files_fail_in_one_line(files, name):
     assert load_problem(files["chatty"]).name == "chatty"   # and the next file loads
 
 
-def test_a_file_that_kills_the_loader_is_one_line_and_the_next_load_works(files, tmp_path):
+@pytest.mark.parametrize("isolated", [True, False])
+def test_a_file_that_kills_the_loader_is_one_line_and_the_next_load_works(files, tmp_path,
+                                                                         monkeypatch, isolated):
+    if isolated and not problem_loader.isolation():
+        pytest.skip("no namespaces for an unprivileged process on this box")
+    if not isolated:
+        monkeypatch.setattr(problem_loader, "isolation", lambda: [])
+        problem_loader._server._stop()
     killer = tmp_path / "killer.py"
     killer.write_text("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n" + PROBLEM)
-    with pytest.raises(ProblemError, match="the problem loader died while loading it"):
-        load_problem(killer)
-    assert load_problem(files["chatty"], smoke=False).output_shapes == [(1024, 1024)]
+    try:
+        if isolated:   # the loader is its PID namespace's init: unkillable from inside
+            assert load_problem(killer).name == "killer"
+        else:
+            with pytest.raises(ProblemError, match="the problem loader died while loading it"):
+                load_problem(killer)
+        assert load_problem(files["chatty"], smoke=False).output_shapes == [(1024, 1024)]
+    finally:
+        if not isolated:
+            problem_loader._server._stop()   # later tests get an isolated loader again
 
 
 def test_commands_exit_non_zero_with_one_line(files, tmp_path):
@@ -75,3 +89,28 @@ def test_prints_of_a_problem_file_stay_out_of_json_output(files):
     result = CliRunner().invoke(main, ["problems", "--json", str(files["chatty"])])
     assert result.exit_code == 0
     assert json.loads(result.output)[0]["name"] == "chatty"
+
+
+def test_a_problem_file_cannot_see_the_caller_or_the_network(tmp_path):
+    if not problem_loader.isolation():
+        pytest.skip("no user/network/PID namespaces for an unprivileged process on this box")
+    import os
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import os, socket\n"
+        f"SEEN = os.path.exists('/proc/{os.getpid()}/environ')\n"
+        "try:\n"
+        f"    socket.create_connection(('127.0.0.1', {port}), timeout=2).close()\n"
+        "    NET = True\n"
+        "except OSError:\n"
+        "    NET = False\n"
+        "raise RuntimeError(f'seen={SEEN} net={NET}')\n" + PROBLEM)
+    with pytest.raises(ProblemError, match="seen=False net=False"):
+        load_problem(probe)
+    listener.close()

@@ -16,6 +16,7 @@ Problem files' own prints go to stderr, never into the answer.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import select
@@ -71,11 +72,12 @@ class _Server:
         return answer["problem"]
 
     def _start(self) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_TOKEN"))}
-        env.pop("KERNEL_WORKBENCH_VERDICT_KEY", None)
+        # No keys, no database or verdict-key path; namespaces where this box has them.
+        env = {k: v for k, v in os.environ.items()
+               if not k.endswith(("_API_KEY", "_TOKEN")) and not k.startswith("KERNEL_WORKBENCH_")}
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "workbench.problem_loader"], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, env=env, start_new_session=True)
+            [*isolation(), sys.executable, "-m", "workbench.problem_loader"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, start_new_session=True)
         self._buffer = b""
 
     def _readline(self, wait_s: float) -> bytes | None:
@@ -102,6 +104,24 @@ class _Server:
 
 
 _server = _Server()
+
+
+@functools.cache
+def isolation() -> list[str]:
+    """The argv prefix that puts the loader in its own user, network, PID and mount namespaces
+    with its own /proc (no network; other processes, and their environments, out of sight),
+    as the worker sandbox probed them; [] where this box has none."""
+    from workbench.gpu import sandbox
+
+    base = sandbox.support().unshare
+    if not base:
+        return []
+    full = [*base[:-1], "--mount", "--mount-proc", "--"]
+    try:
+        ok = subprocess.run([*full, "true"], capture_output=True, timeout=20).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        ok = False
+    return full if ok else base
 
 
 def load(path: Path, source: str, smoke: bool) -> dict:
