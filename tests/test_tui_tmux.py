@@ -33,9 +33,20 @@ class Tmux:
         return self.run("capture-pane", "-p", "-t", "t")
 
     def keys(self, *keys: str) -> None:
+        """Send keys one by one, each once the screen has settled: on a loaded machine a key
+        sent while the tree still lays out a node just expanded would land on the old lines."""
         for key in keys:
             self.run("send-keys", "-t", "t", key)
-            time.sleep(0.15)
+            self.settle()
+
+    def settle(self, timeout: float = 5.0) -> None:
+        deadline, before = time.monotonic() + timeout, None
+        while time.monotonic() < deadline:
+            time.sleep(0.2)
+            now = self.screen()
+            if now == before:
+                return
+            before = now
 
     def wait_for(self, *texts: str, timeout: float = 20.0) -> str:
         deadline = time.monotonic() + timeout
@@ -124,7 +135,7 @@ def test_the_new_user_trial_in_a_real_terminal(tmp_path, tmux_factory):
     # A session with kernels without a verdict: R starts compiling, q asks first.
     term.keys("k", "k", "k")
     term.keys("R")
-    term.wait_for("GPU queue 1")
+    term.wait_for("kernels without a")          # the status line: verifying N kernels ...
     term.keys("q")
     term.wait_for("Quit while work is running?", "no verdict")
     term.keys("y")
