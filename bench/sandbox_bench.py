@@ -20,7 +20,8 @@ from workbench.problems import load_problem
 
 HERE = Path(__file__).resolve().parent.parent / "tests" / "candidates"
 FULL = sandbox.support
-OFF = sandbox.Support(False, "off for the benchmark", 0, False, ["namespaces", "landlock", "seccomp"])
+OFF = sandbox.Support(False, "off for the benchmark", 0, False,
+                      ["namespaces", "landlock", "seccomp"])
 
 
 def one(pool: LocalPool, request) -> tuple[float, float, str, float]:
@@ -53,14 +54,15 @@ def main() -> None:
             results[mode].append(one(pool, request))
     sandbox.support = FULL
     pool.shutdown()
-    lines = [f"Sandbox cost per verdict ({'--no-gpu' if args.no_gpu else 'GPU'}, cached silu_honest, "
-             f"{args.rounds} interleaved rounds, layers: {', '.join(n for n, ok, _ in sandbox.layers() if ok)})",
-             "", "| mode | verdict wall s (median, min-max) | launch to first message s | "
+    layers = ", ".join(n for n, ok, _ in sandbox.layers() if ok)
+    lines = [f"Sandbox cost per verdict ({'--no-gpu' if args.no_gpu else 'GPU'}, cached "
+             f"silu_honest, {args.rounds} interleaved rounds, layers: {layers})", "",
+             "| mode | verdict wall s (median, min-max) | submit to first phase s | "
              "reference torch.compile s | statuses |", "|---|---|---|---|---|"]
     for mode, rows in results.items():
-        walls, firsts = [r[0] for r in rows], [r[1] for r in rows]
-        lines.append(f"| {mode} | {statistics.median(walls):.2f} ({min(walls):.2f}-{max(walls):.2f}) | "
-                     f"{statistics.median(firsts):.3f} | {statistics.median(r[3] for r in rows):.2f} | "
+        walls, med = [r[0] for r in rows], statistics.median
+        lines.append(f"| {mode} | {med(walls):.2f} ({min(walls):.2f}-{max(walls):.2f}) | "
+                     f"{med(r[1] for r in rows):.3f} | {med(r[3] for r in rows):.2f} | "
                      f"{', '.join(sorted({r[2] for r in rows}))} |")
     cost = statistics.median(r[0] for r in results["sandbox"]) - \
         statistics.median(r[0] for r in results["no sandbox"])

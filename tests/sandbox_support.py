@@ -52,7 +52,8 @@ def kinds(verdict: dict) -> set[str]:
     return {f["kind"] for f in verdict["flags"]}
 
 
-def cli_eval(tmp_path: Path, candidate_source: str, env_extra: dict, *flags: str) -> tuple[dict, Path]:
+def cli_eval(tmp_path: Path, candidate_source: str, env_extra: dict,
+             *flags: str) -> tuple[dict, Path]:
     """`kernel-workbench eval silu` of a candidate in a fresh process (so its environment is the
     parent's initial one); the candidate's __DB__ becomes the database path."""
     db, cand = tmp_path / "k.db", tmp_path / "cand.py"

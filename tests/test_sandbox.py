@@ -155,7 +155,8 @@ def test_shared_cache_is_read_only(pool):
     so.write_bytes(b"original")
     v = pool.evaluate(_request(source("hostile_write_cache")))
     assert f"write {pool.cache_dir}/kwb_hostile_marker_cache" in sandbox_reason(v)
-    assert "HOSTILE opened for writing" not in v["build_log"] and "HOSTILE wrote" not in v["build_log"]
+    assert "HOSTILE opened for writing" not in v["build_log"]
+    assert "HOSTILE wrote" not in v["build_log"]
     assert so.read_bytes() == b"original"
     assert not (pool.cache_dir / "kwb_hostile_marker_cache").exists()
 
@@ -165,7 +166,8 @@ def test_shared_cache_is_read_only(pool):
 @needs_sandbox
 def test_parent_environment_stays_secret(tmp_path):
     canary = "sk-canary-" + secrets.token_hex(8)
-    v, _ = cli_eval(tmp_path, source("hostile_parent_environ"), {"OPENAI_API_KEY": canary}, "--no-gpu")
+    v, _ = cli_eval(tmp_path, source("hostile_parent_environ"), {"OPENAI_API_KEY": canary},
+                    "--no-gpu")
     assert canary not in v["build_log"] and "HOSTILE keys []" in v["build_log"]
     assert "read another process's /proc/" in sandbox_reason(v)
 

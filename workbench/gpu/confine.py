@@ -104,8 +104,8 @@ def _allow(ruleset: int, path: str, rights: int) -> None:
         if not os.path.isdir(f"/proc/self/fd/{target}"):
             rights &= FILE_RIGHTS
         rule = ctypes.create_string_buffer(struct.pack("<Qi", rights, target), 12)
-        _check(_libc.syscall(ctypes.c_long(SYS_ADD_RULE), ctypes.c_int(ruleset),
-                             ctypes.c_int(1), rule, ctypes.c_uint32(0)), f"landlock_add_rule {path}")
+        _check(_libc.syscall(ctypes.c_long(SYS_ADD_RULE), ctypes.c_int(ruleset), ctypes.c_int(1),
+                             rule, ctypes.c_uint32(0)), f"landlock_add_rule {path}")
     finally:
         os.close(target)
 

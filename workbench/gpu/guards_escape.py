@@ -26,8 +26,9 @@ def _aliases(tree: ast.Module) -> dict[str, str]:
     names: dict[str, str] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            for a in node.names:
-                names[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+            for a in node.names:  # `import a.b` binds a; `import a.b as c` binds c to a.b
+                top = a.name.split(".")[0]
+                names[a.asname or top] = a.name if a.asname else top
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             for a in node.names:
                 names[a.asname or a.name] = f"{node.module}.{a.name}"
@@ -55,7 +56,8 @@ def check(tree: ast.Module) -> list[dict]:
 
     for node in ast.walk(tree):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
-            mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            mods = [a.name for a in node.names] if isinstance(node, ast.Import) \
+                else [node.module or ""]
             for mod in mods:
                 if mod.split(".")[0] in NETWORK_MODULES:
                     hit("network", node.lineno, f"import {mod}",

@@ -74,7 +74,8 @@ def annotate(verdict: dict) -> dict:
     if _seen:
         verdict.setdefault("flags", []).append({
             "kind": "sandbox",
-            "reason": "the sandbox refused or contained what the candidate tried: " + "; ".join(_seen)})
+            "reason": "the sandbox refused or contained what the candidate tried: " +
+                      "; ".join(_seen)})
         if verdict.get("status") == "correct":
             verdict["status"] = "flagged"
     error = verdict.get("error") or ""

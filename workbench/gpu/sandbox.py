@@ -2,8 +2,9 @@
 
 Every candidate is LLM-written code. Its worker runs:
   - in its own user, network and PID namespaces (util-linux `unshare`): no network; uid nobody
-    inside (root inside with util-linux < 2.38; capabilities there reach nothing outside); PID 1 of its namespace is our own init (workbench.gpu.confine),
-    and when it ends the kernel kills everything left, setsid'd orphans, ninja and nvcc included;
+    inside (root with util-linux < 2.38, whose capabilities reach nothing outside); PID 1 of
+    its namespace is our own init (workbench.gpu.confine), and when it ends the kernel kills
+    everything left, setsid'd orphans, ninja and nvcc included;
   - behind Landlock and seccomp, which the worker applies to itself before the candidate runs
     (workbench.gpu.confine): writes only to its private job directory, reads only what Python,
     torch, the toolkit, the driver and the build need, no TCP, no ptrace/process_vm_readv/bpf/mount;
@@ -182,7 +183,8 @@ def worker_launch(cache_dir: Path, base_env: dict[str, str], gpu: int | None):
         gpu_lock.touch()
     policy = {"landlock": s.landlock_abi, "seccomp": s.seccomp, "write": [str(job_dir)],
               "read": _read_paths(cache_dir, env),
-              "rw_files": DEVICES_RW + _nvidia_devices() + ([str(gpu_lock)] if gpu is not None else [])}
+              "rw_files": DEVICES_RW + _nvidia_devices() +
+              ([str(gpu_lock)] if gpu is not None else [])}
     env[confine.POLICY_ENV] = json.dumps(policy)
     argv = s.unshare if s.namespaces else []
     try:
