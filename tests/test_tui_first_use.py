@@ -495,3 +495,24 @@ async def test_escape_in_the_idea_editor_asks_before_dropping_what_was_typed(sto
         assert not store.rows("ideas", "text = ?", ["Tile by 64"])
         await pilot.press("i", "escape")             # nothing typed: closes at once
         assert not isinstance(app.screen, (IdeaEditor, ConfirmScreen))
+
+
+async def test_escape_in_the_picker_keeps_what_was_typed_for_next_time(tmp_path, monkeypatch):
+    monkeypatch.setattr(picker_module, "gpu_expected", lambda: True)
+    app = WorkbenchApp(Store(tmp_path / "k.db"), problem="softmax",
+                       provider_factory=lambda s: None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await picker_ready(pilot, app)
+        picker = app.screen
+        picker.query_one("#model", Input).value = "o3"
+        picker.query_one("#rounds", Input).value = "7"
+        picker.query_one("#no-gpu", TickBox).value = True
+        await pilot.press("escape")
+        assert not isinstance(app.screen, ProblemPicker)
+        await pilot.press("N")
+        await picker_ready(pilot, app)
+        again = app.screen
+        assert again is not picker
+        assert again.query_one("#model", Input).value == "o3"
+        assert again.query_one("#rounds", Input).value == "7"
+        assert again.query_one("#no-gpu", TickBox).value is True

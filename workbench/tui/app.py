@@ -50,6 +50,7 @@ class WorkbenchApp(App):
         self.main_screen = MainScreen(store, self.bridge)
         self.started = False  # the start-up selection (or the picker) has been made
         self._pending_request: SessionRequest | None = None
+        self._picker_draft: dict = {}   # the picker's fields when it was last cancelled
 
     def on_mount(self) -> None:
         for theme in self.config.themes:
@@ -162,12 +163,17 @@ class WorkbenchApp(App):
             factory({"provider": request.provider or None, "model": request.model or None,
                      "base_url": request.base_url})
 
+        def keep(draft: dict) -> None:
+            self._picker_draft = draft
+
         self.push_screen(ProblemPicker(self._llm_defaults(), selected, previous, message,
-                                       check_llm), self._start_session)
+                                       check_llm, self._picker_draft, keep),
+                         self._start_session)
 
     def _start_session(self, request: SessionRequest | None) -> None:
         if request is None:
             return
+        self._picker_draft = {}
         store = self.store
 
         def start() -> int:

@@ -120,10 +120,14 @@ class ProblemPicker(ModalScreen[SessionRequest | None]):
 
     def __init__(self, llm: dict, selected: str | None = None,
                  previous: SessionRequest | None = None, message: str | None = None,
-                 check_llm: Callable[[SessionRequest], None] | None = None) -> None:
+                 check_llm: Callable[[SessionRequest], None] | None = None,
+                 draft: dict | None = None,
+                 keep_draft: Callable[[dict], None] | None = None) -> None:
         super().__init__()
         self.llm = llm
         self.previous = previous
+        self.draft = draft or {}            # what was typed when the picker was last cancelled
+        self.keep_draft = keep_draft
         self.selected = previous.problem if previous else selected
         self.message = message
         self.check_llm = check_llm
@@ -197,6 +201,9 @@ class ProblemPicker(ModalScreen[SessionRequest | None]):
         options.highlighted = (self.shown.index(self.selected) if self.selected in self.shown
                                else 0)
         options.focus()
+        for key, value in self.draft.items():
+            widget = self.query_one(f"#{key}")
+            widget.value = value
         if self.message:
             self._refuse(self.message, None)
 
@@ -246,7 +253,7 @@ class ProblemPicker(ModalScreen[SessionRequest | None]):
         self._next_field() if event.input.id == "filter" else self.action_start()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
-        self.action_start() if event.button.id == "start" else self.dismiss(None)
+        self.action_start() if event.button.id == "start" else self.action_cancel()
 
     def _refuse(self, text: str, box: Input | None) -> None:
         """Say what is wrong under the form, and put the cursor where it is."""
@@ -312,4 +319,8 @@ class ProblemPicker(ModalScreen[SessionRequest | None]):
         self.dismiss(request)
 
     def action_cancel(self) -> None:
+        # Escape is not "forget what I typed": the next picker starts from it.
+        if self.keep_draft is not None:
+            self.keep_draft({widget.id: widget.value for widget in self.query("Input, Checkbox")
+                             if widget.id != "filter"})
         self.dismiss(None)
