@@ -4,8 +4,8 @@ import torch.nn as nn
 
 FAMILY = "matmul"
 DTYPE = "float16"
-# Shifted inputs (+3) would push the 8192-term sums past fp16's 65504 in the reference itself.
-INPUT_VARIANTS = ["default", "scaled"]
+# Outputs stay inside fp16's range under the verifier's variants: x10 scaled inputs give sums
+# of std ~9000 (max ~5 sigma of 2M outputs, under 65504); shifted ones a mean near 5200.
 M, K, N = 32768, 8192, 64
 FLOPS = 2 * M * N * K
 MIN_BYTES = 2 * (M * K + K * N + M * N)
