@@ -1,7 +1,7 @@
 """The worker's sandbox, parent side: how a worker process is launched, and what this box supports.
 
 Every candidate is LLM-written code. Its worker runs:
-  - in its own user, network and PID namespaces (util-linux `unshare`): no network; uid nobody
+  - in its own user, network, PID and mount namespaces (util-linux `unshare`, own /proc): no network; uid nobody
     inside (root with util-linux < 2.38, whose capabilities reach nothing outside); PID 1 of
     its namespace is our own init (workbench.gpu.confine), and when it ends the kernel kills
     everything left, setsid'd orphans, ninja and nvcc included;
@@ -43,7 +43,9 @@ from workbench.gpu import confine
 
 REQUIRE_ENV = "KERNEL_WORKBENCH_REQUIRE_SANDBOX"
 BUILD_ENV = "KWB_BUILD_DIR"
-NAMESPACES = ["--user", "--net", "--pid", "--fork", "--kill-child"]
+# --mount-proc (a mount namespace with this PID namespace's own /proc): without it CUDA fails
+# to initialise inside the PID namespace (error 304, measured on the H200 box, 2026-12-01).
+NAMESPACES = ["--user", "--net", "--pid", "--fork", "--kill-child", "--mount-proc"]
 # nobody inside (no capabilities even there); util-linux before 2.38 can only map root.
 MAPPINGS = (["--map-user=65534", "--map-group=65534"], ["--map-root-user"])
 # Passed through to the worker as they are; everything else is dropped (keys, DB path, ...).
@@ -87,7 +89,7 @@ def support() -> Support:
             continue
         if out.returncode == 0:
             argv = [unshare, *NAMESPACES, *mapping, "--"]
-            detail = "user, network and PID namespaces" + (
+            detail = "user, network, PID and mount namespaces" + (
                 "" if mapping is MAPPINGS[0] else " (root inside: util-linux < 2.38)")
             break
         detail = (out.stderr.strip().splitlines() or ["unshare failed"])[-1]
