@@ -264,3 +264,10 @@ def test_input_mutation_is_flagged_only_where_the_reference_keeps_its_inputs():
     assert not correctness.check(mod, InPlace(), InPlace(), SEEDS, 6, 1e-4, 1e-4).flags
     mutated = correctness.check(mod, Pure(), InPlace(), SEEDS, 6, 1e-4, 1e-4)
     assert {f["kind"] for f in mutated.flags} == {"input_mutation"}
+
+
+def test_float64_is_skipped_where_it_could_outlast_the_watchdog(monkeypatch):
+    monkeypatch.setattr(correctness, "FLOAT64_BUDGET_S", 0.0)
+    out = _check(load("triu_matmul"), lambda r: Honest("triu_matmul", r))
+    assert out.failure is None and out.reference_precision.startswith("as the problem's dtype")
+    assert "skipped" in out.reference_precision

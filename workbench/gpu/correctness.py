@@ -10,6 +10,7 @@ where the reference's own behaviour differs.
 from __future__ import annotations
 
 import copy
+import time
 from dataclasses import dataclass, field
 
 import torch
@@ -53,6 +54,18 @@ class Outcome:
                 "input_independent": self.input_independent}
 
 
+# A float64 run can take tens of times the fp32 one (cuDNN has no fast double convolutions),
+# and the worker's watchdog allows one call at most 12 s: float64 is skipped (judged against
+# fp32, as before) when the fp32 call times this slowdown would pass FLOAT64_BUDGET_S.
+FLOAT64_ALLOW_S = 12.0
+FLOAT64_SLOWDOWN = 50.0
+FLOAT64_BUDGET_S = 10.0
+
+
+def _no_beat(**_) -> None:
+    pass
+
+
 def _finite(tensors: list) -> bool:
     return all(bool(torch.isfinite(t).all()) for t in tensors if t.is_floating_point())
 
@@ -70,8 +83,12 @@ class Reference64:
         self.model = None
         self.error: str | None = None
 
-    def __call__(self, base: list) -> list | None:
+    def __call__(self, base: list, fp32_s: float = 0.0) -> list | None:
         if self.error:
+            return None
+        if fp32_s * FLOAT64_SLOWDOWN > FLOAT64_BUDGET_S:
+            self.error = (f"skipped: one fp32 call takes {fp32_s:.2f} s, float64 could outlast "
+                          "the watchdog")
             return None
         try:
             if self.model is None:
@@ -83,11 +100,17 @@ class Reference64:
         return [o.detach() for o in out]
 
 
-def answer(ref, ref64: Reference64, base: list, jitter_rel: list[float] | None = None) -> Answer | None:
+def answer(ref, ref64: Reference64, base: list, jitter_rel: list[float] | None = None,
+           beat=_no_beat) -> Answer | None:
     """The reference's outputs for `base`, the float64 truth and the slack; None when the
-    reference gives NaN/inf here (the inputs, not the candidate, are to blame)."""
+    reference gives NaN/inf here (the inputs, not the candidate, are to blame). `beat` is called
+    before each call on the GPU (the worker's watchdog)."""
+    beat()
     ref_in = inp.clone(base)
+    start = time.perf_counter()
     out = ref(*ref_in)
+    _sync()
+    fp32_s = time.perf_counter() - start
     mutates = not inp.same_values(ref_in, base)
     del ref_in
     refs = [o.detach().clone() for o in inp.tensors(out)]
@@ -97,7 +120,9 @@ def answer(ref, ref64: Reference64, base: list, jitter_rel: list[float] | None =
     del out
     if not _finite(refs):
         return None
-    truths = ref64(base)
+    beat(allow_s=FLOAT64_ALLOW_S)
+    truths = ref64(base, fp32_s)
+    beat()
     if truths is None or len(truths) != len(refs) or not _finite(truths) or \
             any(t.shape != r.shape for t, r in zip(truths, refs)):
         truths = refs
@@ -114,8 +139,9 @@ def answer(ref, ref64: Reference64, base: list, jitter_rel: list[float] | None =
     return Answer(refs, truths, slack, err_rel, mutates)
 
 
-def _jitter(ref, base: list, a: Answer) -> list[float]:
+def _jitter(ref, base: list, a: Answer, beat) -> list[float]:
     """The reference's own run-to-run difference on the same inputs, relative to its RMS."""
+    beat()
     again = [o.detach() for o in inp.tensors(ref(*inp.clone(base)))]
     rel = []
     for r, o in zip(a.refs, again):
@@ -138,13 +164,13 @@ def _same_fingerprint(a, b) -> bool:
 
 
 def _draw(problem, ref, ref64, seed: int, wanted: str, dropped: set, shape_info, jitter, outcome,
-          trial: int):
+          trial: int, beat):
     """Inputs and the reference's answer for one trial, redrawing while the reference is not
     finite (a variant that broke it is dropped). None after MAX_REDRAWS failed draws."""
     for attempt in range(judge.MAX_REDRAWS + 1):
         dist, s = judge.next_draw(wanted, dropped, seed, attempt)
         base = inp.generate(problem, s, dist, shape_info)
-        a = answer(ref, ref64, base, jitter)
+        a = answer(ref, ref64, base, jitter, beat)
         if a is not None:
             return dist, base, a
         if dist != "default":
@@ -155,7 +181,7 @@ def _draw(problem, ref, ref64, seed: int, wanted: str, dropped: set, shape_info,
 
 
 def check(problem, ref, cand, seeds: list[int], trials: int, atol: float, rtol: float,
-          beat=lambda: None) -> Outcome:
+          beat=_no_beat) -> Outcome:
     """Run `trials` checks of `cand` against `ref` on inputs from `seeds[1:]`."""
     outcome = Outcome()
     ref64 = outcome.ref64 = Reference64(ref)
@@ -172,14 +198,14 @@ def check(problem, ref, cand, seeds: list[int], trials: int, atol: float, rtol: 
         for i, wanted in enumerate(plan):
             beat()
             drawn = _draw(problem, ref, ref64, seeds[1 + i], wanted, dropped, outcome.inputs,
-                          jitter, outcome, i)
+                          jitter, outcome, i, beat)
             if drawn is None:
                 outcome.unusable = (f"the reference gives NaN/inf on {judge.MAX_REDRAWS + 1} fresh "
                                     "draws of its own inputs: nothing to check against")
                 return outcome
             dist, base, a = drawn
             if jitter is None:
-                jitter = _jitter(ref, base, a)
+                jitter = _jitter(ref, base, a, beat)
                 a.slack = [s + j * rms(t) for s, j, t in zip(a.slack, jitter, a.truths)]
             outcome.reference_error_rel = max(outcome.reference_error_rel, a.err_rel)
             out_bytes = sum(r.numel() * r.element_size() for r in a.refs)
@@ -247,9 +273,10 @@ def _add(items: list, kind: str, reason: str) -> None:
         items.append({"kind": kind, "reason": reason})
 
 
-def timing_slack(ref, strict: Answer, base: list) -> list[float]:
+def timing_slack(ref, strict: Answer, base: list, beat=_no_beat) -> list[float]:
     """Slack for comparing timed outputs with eager ones run under the baseline's math settings
     (TF32 convolutions by default): that eager answer's own error against the strict one."""
+    beat()
     with torch.no_grad():
         eager = [o.detach().clone() for o in inp.tensors(ref(*inp.clone(base)))]
     slack = []

@@ -184,9 +184,9 @@ def evaluate(job: dict, candidate, recorder, reference: Reference, watched: dict
     t = clock()
     chan.beat()
     with baseline.strict(), torch.no_grad():
-        strict = correctness.answer(ref, outcome.ref64, base)
+        strict = correctness.answer(ref, outcome.ref64, base, beat=chan.beat)
     baseline.apply(mode)
-    slack = correctness.timing_slack(ref, strict, base) if strict else None
+    slack = correctness.timing_slack(ref, strict, base, chan.beat) if strict else None
     outcome.ref64 = None  # its memory is the timed contenders' now
     contenders = {"candidate": cand, "eager": ref}
     if reference.compiled is not None:
