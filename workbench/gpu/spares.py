@@ -51,7 +51,10 @@ class Spares:
             if (not self.enabled or self._closed or slot in self._waiting
                     or self._deaths.get(slot, 0) >= MAX_DEATHS):
                 return
-        spare = self._launch(job, gpu, key)
+        try:
+            spare = self._launch(job, gpu, key)
+        except Exception:  # noqa: BLE001 - a spare is a head start, never a candidate's failure
+            return
         evicted = []
         with self._lock:
             if self._closed or slot in self._waiting:
