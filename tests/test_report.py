@@ -129,6 +129,9 @@ def test_text_report(world):
     assert "fast_0" in text and "fast_2" in text
     assert "over the 1 of 1 problem(s)" in text
     assert f"kernel {world['kernels'][3]} (session {world['sessions']['s1']}): 1.800x" in text
+    # The baseline the speedups are against is declared (the session setting, default PyTorch's).
+    assert "timed under PyTorch defaults (cuDNN convolutions in TF32" in text
+    assert "correctness in strict fp32" in text
 
 
 def test_cli_report_json_and_text(world):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+from workbench.gpu import baseline
 from workbench.gpu.verdict import fmt_x
 from workbench.kernel_report import counts_as_correct
 from workbench.model_report import model_table, render_models
@@ -94,7 +95,8 @@ def session_summary(store: Store, session: dict) -> dict:
             "status": session["status"], "gpu": session["gpu"],
             "kernels": len(kernels), "correct": sum(r["correct"] for r in rounds),
             "untrusted": [r["id"] for r in kernels if not r["trusted"]],
-            "best": _kernel_summary(best) if best else None, "rounds": rounds}
+            "best": _kernel_summary(best) if best else None, "rounds": rounds,
+            "baseline": (store.settings(session["id"]).get("eval") or {}).get("baseline", "default")}
 
 
 def build_report(store: Store, selectors: list[str]) -> dict:
@@ -145,6 +147,9 @@ def render_text(report: dict) -> str:
         who = " / ".join(x for x in (s["provider"], s["model"]) if x) or "no model"
         out.append(f"session {s['session_id']}  {s['problem']}  ({who}, {s['status'] or '-'}, "
                    f"GPU {s['gpu'] or 'unknown'})  {s['kernels']} kernels, {s['correct']} correct")
+        mode = s.get("baseline") or "default"
+        out.append(f"  eager and torch.compile timed under "
+                   f"{baseline.MODES.get(mode, (0, 0, mode))[2]}; correctness in strict fp32")
         if s["untrusted"]:
             ids = ", ".join(map(str, s["untrusted"]))
             out.append(f"  UNTRUSTED verdicts, not counted: kernel{'s' * (len(s['untrusted']) > 1)}"

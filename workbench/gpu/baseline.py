@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-import torch
-
 MODES = {
     # name: (matmul TF32, cuDNN TF32, description)
     "default": (False, True, "PyTorch defaults (cuDNN convolutions in TF32, matmuls in fp32)"),
@@ -26,6 +24,8 @@ def describe(mode: str) -> dict:
 
 
 def apply(mode: str) -> None:
+    import torch  # here, so reports can describe modes without loading torch
+
     matmul, cudnn, _ = MODES[mode]
     torch.backends.cuda.matmul.allow_tf32 = matmul
     torch.backends.cudnn.allow_tf32 = cudnn
@@ -34,6 +34,8 @@ def apply(mode: str) -> None:
 @contextmanager
 def strict():
     """Strict fp32 inside, the previous settings restored after."""
+    import torch
+
     before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
     apply("strict")
     try:
