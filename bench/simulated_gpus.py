@@ -1,7 +1,8 @@
 """How verification scales with GPUs, on simulated ones: nothing in the parent may serialise work
 per box rather than per GPU. Runs anywhere (no CUDA): the workers are real, the GPU turn is
 workbench.gpu.simulated's (the candidate runs on the CPU for TURN seconds, holding that GPU's
-lock). Verified per minute with 1 GPU and with N, and the ratio (ideal: N).
+lock). Verified per minute with 1 GPU and with N, and the ratio (ideal: N, once the cores
+start workers faster than the GPUs finish turns; on a 2-core box start-up dominates).
 
 usage: python bench/simulated_gpus.py [--gpus N] [--turn SECONDS] [--per-gpu K] [OUT.md]
 """
@@ -52,7 +53,7 @@ def rate(gpus: int, per_gpu: int, cache: Path) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpus", type=int, default=4)
-    parser.add_argument("--turn", type=float, default=2.0, help="seconds of each GPU turn")
+    parser.add_argument("--turn", type=float, default=3.0, help="seconds of each GPU turn")
     parser.add_argument("--per-gpu", type=int, default=6, help="candidates per GPU")
     parser.add_argument("out", nargs="?")
     args = parser.parse_args()
