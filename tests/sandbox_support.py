@@ -32,8 +32,17 @@ def pids_with(text: str) -> list[int]:
     return pids
 
 
+def _alive(pid: int) -> bool:
+    """Running, not a zombie waiting a moment for the host's init to reap it."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def pids_in(directory: Path) -> list[int]:
-    """Processes working in or naming a path under `directory` (ninja names none: its cwd)."""
+    """Live processes working in or naming a path under `directory` (ninja names none: its
+    cwd)."""
     pids = set(pids_with(str(directory)))
     for p in Path("/proc").iterdir():
         try:
@@ -41,7 +50,7 @@ def pids_in(directory: Path) -> list[int]:
                 pids.add(int(p.name))
         except OSError:
             pass
-    return sorted(pids)
+    return sorted(pid for pid in pids if _alive(pid))
 
 
 def sandbox_reason(verdict: dict) -> str:

@@ -165,4 +165,4 @@ def enter() -> None:
         _become_init()
     from workbench.gpu import observe
 
-    observe.install(read, policy["write"] + policy["rw_files"])
+    observe.install(read, policy["write"] + policy["rw_files"], origin=policy["write"][0])

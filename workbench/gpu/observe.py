@@ -2,9 +2,11 @@
 verdict says what was blocked rather than showing a bare PermissionError. Standard library only.
 
 An audit hook (PEP 578; it cannot be removed once added) sees each open, connect, bind and shell
-command and checks it against the same allow lists the Landlock rules were built from. The
-kernel does the refusing; this only names it. Code that goes around Python (ctypes, a child
-process) is still refused, just not named here.
+command and checks it against the same allow lists the Landlock rules were built from. Only what
+the candidate's own code asked for counts (a frame of a file in the job directory, where the
+candidate is imported from, on the stack): the harness's and torch's own probes are not the
+candidate's doing. The kernel does the refusing; this only names it. Code that goes around
+Python (ctypes, a child process) is still refused, just not named here.
 """
 from __future__ import annotations
 
@@ -28,10 +30,21 @@ def _note(text: str) -> None:
         _seen.append(text)
 
 
-def install(read: list[str], write: list[str]) -> None:
+def _from(origin: tuple[str, ...]) -> bool:
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_filename.startswith(origin):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def install(read: list[str], write: list[str], origin: str) -> None:
+    """Watch for what `read`/`write` do not allow, asked for by code from files under `origin`."""
     read_roots = [os.path.realpath(p) for p in read]
     write_roots = [os.path.realpath(p) for p in write]
     own_proc = os.path.realpath("/proc/self")
+    origin = (origin.rstrip("/") + "/", os.path.realpath(origin) + "/")
 
     def check_open(path, mode, flags) -> None:
         if not isinstance(path, (str, bytes, os.PathLike)):
@@ -42,11 +55,15 @@ def install(read: list[str], write: list[str]) -> None:
             (isinstance(flags, int) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT))
         m = _PROC_OTHER.match(real)
         if m and not real.startswith(own_proc + "/"):
-            _note(f"read another process's {real}")
+            text = f"read another process's {real}"
         elif writing and not _under(real, write_roots):
-            _note(f"write {path}")
+            text = f"write {path}"
         elif not writing and not _under(real, read_roots + write_roots):
-            _note(f"read {path}")
+            text = f"read {path}"
+        else:
+            return
+        if _from(origin):
+            _note(text)
 
     def hook(event: str, args: tuple) -> None:
         if getattr(_busy, "on", False):
@@ -55,11 +72,13 @@ def install(read: list[str], write: list[str]) -> None:
         try:
             if event == "open":
                 check_open(*args[:3])
+            elif not _from(origin):
+                return
             elif event in ("socket.connect", "socket.bind"):
                 _note(f"{event.split('.')[1]} {args[1]!r}")
             elif event == "os.system":
                 _note(f"shell command {os.fsdecode(args[0])[:80]!r}")
-            elif event in ("os.fork", "os.forkpty"):  # the harness never forks in-process
+            elif event in ("os.fork", "os.forkpty"):
                 _note("a forked child process (it ends with the worker's PID namespace)")
         except Exception:  # noqa: BLE001 - observing must never break the worker
             pass
