@@ -156,13 +156,17 @@ def enter() -> None:
         return
     policy = json.loads(raw)
     _no_new_privs()
+    if os.getpid() == 1:
+        _become_init()  # from here on this is the worker; PID 1 only reaps and runs no candidate code
     read = policy["read"] + _python_paths()
+    # The CUDA driver writes to its own process's /proc entries at initialisation (without this:
+    # error 304, measured on the H200 box). Only this process's own entries, never /proc at
+    # large (without the PID namespace, /proc/<parent>/mem is the parent's memory).
+    write = policy["write"] + [f"/proc/{os.getpid()}"]
     if policy.get("landlock"):
-        _landlock(policy["landlock"], read, policy["write"], policy["rw_files"])
+        _landlock(policy["landlock"], read, write, policy["rw_files"])
     if policy.get("seccomp"):
         _seccomp()
-    if os.getpid() == 1:
-        _become_init()
     from workbench.gpu import observe
 
-    observe.install(read, policy["write"] + policy["rw_files"], origin=policy["write"][0])
+    observe.install(read, write + policy["rw_files"], origin=policy["write"][0])
