@@ -338,3 +338,13 @@ def test_eval_warns_or_refuses_without_the_full_sandbox(monkeypatch, tmp_path):
     with pytest.raises(sandbox.SandboxError):
         with sandbox.worker_launch(tmp_path / "cache", {}, None):
             pass
+
+
+def test_a_toolchain_outside_usr_is_readable_whole_but_never_the_home(monkeypatch, tmp_path):
+    # gcc installed under /opt/gcc runs /opt/gcc/libexec/.../cc1plus: its bin/ alone is not enough
+    # (every build failed that way on the GPU box); a tool in ~/.local/bin must not open ~/.local.
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert sandbox._tool_root("/opt/gcc/bin/g++") == "/opt/gcc"
+    assert sandbox._tool_root("/usr/bin/gcc") == "/usr"
+    assert sandbox._tool_root(str(tmp_path / ".local" / "bin" / "ninja")) == str(tmp_path / ".local" / "bin")
+    assert sandbox._tool_root(str(tmp_path / "bin" / "nvcc")) == str(tmp_path / "bin")

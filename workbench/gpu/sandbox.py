@@ -247,11 +247,22 @@ def _read_paths(cache_dir: Path, env: dict[str, str]) -> list[str]:
     paths += [p for p in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]
     if env.get("CUDA_HOME"):
         paths.append(os.path.realpath(env["CUDA_HOME"]))
-    for tool in ("ninja", "nvcc", "c++", "gcc"):
+    for tool in ("ninja", "nvcc", "c++", "g++", "gcc", "cc", "as", "ld"):
         found = shutil.which(tool, path=env.get("PATH"))
         if found:
-            paths += [os.path.dirname(found), os.path.dirname(os.path.realpath(found))]
+            paths += [_tool_root(found), _tool_root(os.path.realpath(found))]
     return sorted(set(paths))
+
+
+def _tool_root(tool: str) -> str:
+    """What a tool needs to read: a compiler reads its whole install, not only its bin/ (gcc in
+    /opt/gcc runs /opt/gcc/libexec/.../cc1plus and reads /opt/gcc/lib: seen on the H200 box).
+    Never widened inside the user's home, where the verdict key and the database may live."""
+    folder = Path(tool).parent
+    home = Path.home().resolve()
+    if folder.name != "bin" or folder.parent == home or home in folder.parents:
+        return str(folder)
+    return str(folder.parent)
 
 
 def _nvidia_devices() -> list[str]:
