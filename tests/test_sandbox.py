@@ -348,3 +348,12 @@ def test_a_toolchain_outside_usr_is_readable_whole_but_never_the_home(monkeypatc
     assert sandbox._tool_root("/usr/bin/gcc") == "/usr"
     assert sandbox._tool_root(str(tmp_path / ".local" / "bin" / "ninja")) == str(tmp_path / ".local" / "bin")
     assert sandbox._tool_root(str(tmp_path / "bin" / "nvcc")) == str(tmp_path / "bin")
+
+
+def test_the_compiler_named_by_cxx_is_readable(tmp_path):
+    gxx = tmp_path / "opt" / "gcc" / "bin" / "g++"
+    gxx.parent.mkdir(parents=True)
+    gxx.write_text("#!/bin/sh\n")
+    gxx.chmod(0o755)
+    paths = sandbox._read_paths(tmp_path / "cache", {"PATH": "/usr/bin:/bin", "CXX": str(gxx)})
+    assert str(tmp_path / "opt" / "gcc") in paths

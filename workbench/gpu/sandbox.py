@@ -247,7 +247,10 @@ def _read_paths(cache_dir: Path, env: dict[str, str]) -> list[str]:
     paths += [p for p in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]
     if env.get("CUDA_HOME"):
         paths.append(os.path.realpath(env["CUDA_HOME"]))
-    for tool in ("ninja", "nvcc", "c++", "g++", "gcc", "cc", "as", "ld"):
+    # The compilers torch will run: CC/CXX name them when they are not on PATH (the GPU box's
+    # g++ is /opt/gcc/bin/g++ by CXX, which PATH alone never found).
+    named = [env[v] for v in ("CC", "CXX", "CUDAHOSTCXX") if env.get(v)]
+    for tool in ("ninja", "nvcc", "c++", "g++", "gcc", "cc", "as", "ld", *named):
         found = shutil.which(tool, path=env.get("PATH"))
         if found:
             paths += [_tool_root(found), _tool_root(os.path.realpath(found))]
