@@ -357,3 +357,15 @@ def test_the_compiler_named_by_cxx_is_readable(tmp_path):
     gxx.chmod(0o755)
     paths = sandbox._read_paths(tmp_path / "cache", {"PATH": "/usr/bin:/bin", "CXX": str(gxx)})
     assert str(tmp_path / "opt" / "gcc") in paths
+
+
+def test_paths_the_user_adds_are_readable(monkeypatch, tmp_path):
+    (tmp_path / "kernel-workbench").mkdir()
+    (tmp_path / "kernel-workbench" / "config.toml").write_text(
+        '[sandbox]\nread = ["/opt/toolchain", "~/sdk"]\n')
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv(sandbox.READ_ENV, "/srv/cuda-extra")
+    paths = sandbox._read_paths(tmp_path / "cache", {"PATH": "/usr/bin"})
+    for p in ("/opt/toolchain", str(tmp_path / "home" / "sdk"), "/srv/cuda-extra"):
+        assert p in paths

@@ -100,5 +100,6 @@ def annotate(verdict: dict) -> dict:
     error = verdict.get("error") or ""
     if re.match(r"(PermissionError|OSError|ConnectionRefusedError|ConnectionError|"
                 r"socket\.gaierror)\b", error) and "sandbox" not in error:
-        verdict["error"] = error + " (refused by the sandbox)"
+        verdict["error"] = error + (" (refused by the sandbox; if that path belongs to your toolchain, "
+                                     "add it to [sandbox] read in config.toml)")
     return verdict

@@ -42,6 +42,7 @@ from workbench import cuda_env
 from workbench.gpu import confine
 
 REQUIRE_ENV = "KERNEL_WORKBENCH_REQUIRE_SANDBOX"
+READ_ENV = "KERNEL_WORKBENCH_SANDBOX_READ"
 BUILD_ENV = "KWB_BUILD_DIR"
 # --mount-proc (a mount namespace with this PID namespace's own /proc): without it CUDA fails
 # to initialise inside the PID namespace (error 304, measured on the H200 box, 2026-12-01).
@@ -111,16 +112,29 @@ def layers() -> list[tuple[str, bool, str]]:
              if s.seccomp else f"no filter for {os.uname().machine} or no seccomp")]
 
 
-def required() -> bool:
-    """The user's setting: refuse to evaluate without the full sandbox?"""
-    if os.environ.get(REQUIRE_ENV, "").lower() in ("1", "true", "yes"):
-        return True
+def _config() -> dict:
     base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
     try:
         data = tomllib.loads((Path(base) / "kernel-workbench" / "config.toml").read_text())
     except (OSError, tomllib.TOMLDecodeError):
-        return False
-    return bool((data.get("sandbox") or {}).get("require", False))
+        return {}
+    return data.get("sandbox") or {}
+
+
+def required() -> bool:
+    """The user's setting: refuse to evaluate without the full sandbox?"""
+    if os.environ.get(REQUIRE_ENV, "").lower() in ("1", "true", "yes"):
+        return True
+    return bool(_config().get("require", False))
+
+
+def extra_read() -> list[str]:
+    """Paths the user lets workers read besides what is probed (a toolchain installed somewhere
+    unusual): `[sandbox] read = [...]` in config.toml, or READ_ENV (os.pathsep-separated)."""
+    paths = [p for p in os.environ.get(READ_ENV, "").split(os.pathsep) if p]
+    listed = _config().get("read", [])
+    paths += [str(p) for p in listed] if isinstance(listed, list) else []
+    return [os.path.abspath(os.path.expanduser(p)) for p in paths]
 
 
 def startup_check(require: bool = False) -> str | None:
@@ -254,7 +268,7 @@ def _read_paths(cache_dir: Path, env: dict[str, str]) -> list[str]:
         found = shutil.which(tool, path=env.get("PATH"))
         if found:
             paths += [_tool_root(found), _tool_root(os.path.realpath(found))]
-    return sorted(set(paths))
+    return sorted(set(paths + extra_read()))
 
 
 def _tool_root(tool: str) -> str:
