@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 CANDIDATES = Path(__file__).parent / "candidates"
@@ -51,6 +52,15 @@ def pids_in(directory: Path) -> list[int]:
         except OSError:
             pass
     return sorted(pid for pid in pids if _alive(pid))
+
+
+def left_in(directory: Path, grace_s: float = 5.0) -> list[int]:
+    """pids_in(directory) once the kernel has had `grace_s` to finish killing a namespace: when
+    its PID 1 exits the rest get SIGKILL at once, but die (and are reaped) a moment later."""
+    deadline = time.monotonic() + grace_s
+    while (left := pids_in(directory)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return left
 
 
 def sandbox_reason(verdict: dict) -> str:

@@ -17,7 +17,7 @@ from workbench.gpu.executor import EvalSettings
 from workbench.gpu.verifier import request_for
 from workbench.problems import load_problem
 
-from sandbox_support import CANDIDATES, cli_eval, pids_in, sandbox_reason, source
+from sandbox_support import CANDIDATES, cli_eval, left_in, sandbox_reason, source
 
 pytestmark = pytest.mark.gpu
 QUICK = EvalSettings(time_budget_s=1.0, time_reference_compile=False, run_timeout_s=90)
@@ -80,7 +80,7 @@ def test_hostile_payloads_are_refused_on_the_gpu(run):
     for home in {str(Path.home()), "/root", "/tmp", str(cache)}:
         assert not list(Path(home).glob("kwb_hostile_marker*"))
     assert list((cache / "jobs").iterdir()) == []
-    assert pids_in(cache) == []
+    assert left_in(cache) == []
 
 
 @pytest.mark.parametrize("hide", [False, True], ids=["plain", "exec_base64"])
@@ -94,6 +94,6 @@ def test_no_forged_verdict_and_no_key_on_the_gpu(tmp_path, hide):
     v, db = cli_eval(tmp_path, text, {"OPENAI_API_KEY": canary})
     time.sleep(3)
     assert canary not in v["build_log"]
-    assert pids_in(tmp_path) == []
+    assert left_in(tmp_path) == []
     assert sqlite3.connect(db).execute("select status from evaluations").fetchall() == \
         [(v["status"],)]

@@ -21,7 +21,7 @@ import pytest
 from workbench.gpu import guards, sandbox
 from workbench.gpu.executor import EvalRequest, EvalSettings
 
-from sandbox_support import (CANDIDATES, ROOT, cli_eval, kinds, pids_in, pids_with,
+from sandbox_support import (CANDIDATES, ROOT, cli_eval, kinds, left_in, pids_in, pids_with,
                              sandbox_reason, source)
 
 MISSING = sandbox.support().missing
@@ -68,7 +68,7 @@ def nothing_left(pool):
     yield
     jobs = pool.cache_dir / "jobs"
     assert not jobs.exists() or list(jobs.iterdir()) == []   # job directories removed
-    assert pids_in(pool.cache_dir) == []   # (other test runs on this machine use other dirs)
+    assert left_in(pool.cache_dir) == []   # (other test runs on this machine use other dirs)
 
 
 # ---- static guards -----------------------------------------------------------------------
@@ -183,7 +183,7 @@ def test_orphan_cannot_forge_a_verdict(tmp_path, hide):
     assert ("dynamic_code" if hide else "process") in kinds(v)
     assert "forked child process" in sandbox_reason(v)
     time.sleep(3)   # the orphan would have written by now
-    assert pids_in(tmp_path) == []
+    assert left_in(tmp_path) == []
     rows = sqlite3.connect(db).execute("select status from evaluations").fetchall()
     assert rows == [(v["status"],)]
     assert list((tmp_path / "cache" / "jobs").iterdir()) == []
@@ -290,7 +290,7 @@ def test_a_killed_build_leaves_no_compiler_and_no_files(tmp_path, monkeypatch, n
     with pytest.raises(CancelledError):
         future.result(timeout=60)
     time.sleep(1)
-    assert pids_in(tmp_path) == []
+    assert left_in(tmp_path) == []
     assert list((tmp_path / "jobs").iterdir()) == [] and not list(tmp_path.rglob("*.o"))
 
 
