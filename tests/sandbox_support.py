@@ -10,6 +10,8 @@ from pathlib import Path
 
 CANDIDATES = Path(__file__).parent / "candidates"
 ROOT = Path(__file__).parent.parent
+# The checkout first, then what the caller already had (the GPU box's dependencies live there).
+PYTHONPATH = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
 
 
 def source(name: str, **subs: str) -> str:
@@ -77,8 +79,8 @@ def cli_eval(tmp_path: Path, candidate_source: str, env_extra: dict,
     parent's initial one); the candidate's __DB__ becomes the database path."""
     db, cand = tmp_path / "k.db", tmp_path / "cand.py"
     cand.write_text(candidate_source.replace("__DB__", str(db)))
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "KERNEL_WORKBENCH_CACHE": str(tmp_path / "cache"),
-           **env_extra}
+    env = {**os.environ, "PYTHONPATH": PYTHONPATH,
+           "KERNEL_WORKBENCH_CACHE": str(tmp_path / "cache"), **env_extra}
     out = subprocess.run([sys.executable, "-m", "workbench", "eval", "silu", str(cand), "--json",
                           "--db", str(db), *flags], capture_output=True, text=True, env=env,
                          timeout=600)

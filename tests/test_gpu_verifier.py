@@ -38,7 +38,10 @@ EXPECT = {
     "cheat_thread": ("silu", QUICK, {"flagged", "incorrect"}, {"threads"}),
     "cheat_lazy_subclass": ("silu", QUICK, {"incorrect"}, {"tensor_subclass"}),
     "cheat_patch_timer": ("silu", QUICK, {"flagged"}, {"patching"}),
-    "cheat_forge_result": ("silu", QUICK, {"incorrect", "flagged"}, {"forged_result", "io"}),
+    # Writing to every descriptor also hits the CUDA driver's (the warm worker's context is made
+    # before the candidate is imported): the context dies, and `crashed` is as good a rejection.
+    "cheat_forge_result": ("silu", QUICK, {"incorrect", "flagged", "crashed"},
+                           {"forged_result", "io"}),
     "cheat_rng": ("silu", QUICK, {"incorrect"}, {"rng"}),
     "cheat_pointer_cache": ("silu", QUICK, {"incorrect", "flagged"}, {"caching"}),
     "cheat_defer": ("silu", QUICK, {"incorrect", "flagged"}, set()),

@@ -21,8 +21,8 @@ import pytest
 from workbench.gpu import guards, sandbox
 from workbench.gpu.executor import EvalRequest, EvalSettings
 
-from sandbox_support import (CANDIDATES, ROOT, cli_eval, kinds, left_in, pids_in, pids_with,
-                             sandbox_reason, source)
+from sandbox_support import (CANDIDATES, PYTHONPATH, cli_eval, kinds, left_in, pids_in,
+                             pids_with, sandbox_reason, source)
 
 MISSING = sandbox.support().missing
 needs_sandbox = pytest.mark.skipif(bool(MISSING), reason=f"this kernel lacks {MISSING}")
@@ -239,7 +239,7 @@ def test_workers_die_with_their_parent(tmp_path, sig):
     candidate.write_text(HANG.format(marker=marker))
     parent = subprocess.Popen([sys.executable, "-c", PARENT, str(tmp_path), str(candidate)],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+                              env={**os.environ, "PYTHONPATH": PYTHONPATH})
     try:
         deadline = time.time() + 60
         while time.time() < deadline and not pids_with(marker):

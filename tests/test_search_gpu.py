@@ -22,7 +22,7 @@ def test_one_round_through_the_local_pool(tmp_path, monkeypatch):
 
     monkeypatch.delenv("OPENAI_COMPATIBLE_API_KEY", raising=False)
     ideas = json.dumps([{"kind": "memory", "idea": "Vectorized float4 SiLU."}])
-    settings = SearchSettings(rounds=1, ideas=1, impls=1, repairs=0, eval=EvalSettings(
+    settings = SearchSettings(rounds=1, ideas=1, impls=1, repairs=0, refines=0, eval=EvalSettings(
         time_budget_s=1.0, time_reference_compile=False, run_timeout_s=120))
     store = Store(tmp_path / "k.db")
     pool = LocalPool()

@@ -68,14 +68,25 @@ def clone(items: list) -> list:
     return [x.clone() if isinstance(x, torch.Tensor) else x for x in items]
 
 
-def rolled(items: list, shift: int) -> list:
+def zero_masks(items: list) -> list:
+    """Per input, where its exact zeros are when zeros are its structure (triangular, masked),
+    else None: rolled() keeps them in place so a kernel that skips the zero half stays right."""
+    found = structure(items)
+    return [x == 0 if isinstance(x, torch.Tensor) and info["zero_share"] > judge.ZERO_SHARE
+            and x.is_floating_point() else None for x, info in zip(items, found)]
+
+
+def rolled(items: list, shift: int, masks: list | None = None) -> list:
     """Fresh tensors holding the same values moved by `shift` places: same distribution, new
-    memory, new contents at every address (defeats caching by pointer, id, shape or sample)."""
+    memory, new contents at every address (defeats caching by pointer, id, shape or sample).
+    Where `masks` names structural zeros, those stay zero."""
     out = []
-    for x in items:
+    for k, x in enumerate(items):
         if isinstance(x, torch.Tensor) and x.numel() > 1:
             flat = x.reshape(-1)
             x = torch.roll(flat, shift % flat.numel()).view(x.shape)
+            if masks is not None and masks[k] is not None:
+                x.masked_fill_(masks[k], 0)
         elif isinstance(x, torch.Tensor):
             x = x.clone()
         out.append(x)

@@ -14,7 +14,10 @@ NOISE_FACTOR = 32.0
 MAX_REDRAWS = 4          # fresh draws for one trial while the reference gives NaN/inf
 DISCRETE_VALUES = 16     # an input with at most this many distinct values is labels or a mask
 ZERO_SHARE = 0.01        # more exact zeros than this: zeros are structure (triangular, masked)
-PYTORCH_MOST = 0.9       # library kernels' share of GPU time that means PyTorch did the work
+# Library kernels' share of GPU time that means PyTorch did the work: nearly all of it, so a
+# wrapper around library calls is flagged while a model that keeps its convolutions in cuDNN
+# around its own kernel (KernelBench level 3, its mnist2 example: 91% on the H200) is not.
+PYTORCH_MOST = 0.95
 BELOW_FLOOR = 0.85       # measured ceilings sit a little under the true peaks: allow 15%
 
 

@@ -79,6 +79,7 @@ def interleaved(contenders: dict, base: list, flush: L2Flusher, budget_s: float,
     series = {name: Series() for name in contenders}
     names = list(contenders)
     numel = max((t.numel() for t in inp.tensors(base)), default=1)
+    masks = inp.zero_masks(base)
     failures: list = []
     t0 = clock()
     rounds = 0
@@ -88,7 +89,7 @@ def interleaved(contenders: dict, base: list, flush: L2Flusher, budget_s: float,
         keep = rounds < 2 or rng.random() < 0.1
         outputs = {}
         for name in names:
-            args = inp.rolled(base, shift)
+            args = inp.rolled(base, shift, masks)
             beat()
             g, h, out = timed_call(contenders[name], args, flush, Event, sync, clock)
             series[name].gpu_ms.append(g)
