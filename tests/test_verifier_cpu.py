@@ -145,6 +145,16 @@ def test_second_build_is_a_cache_hit(pool, silu, honest_build):
     assert other["status"] == "timeout" and other.get("cache_key") in (None, "")
 
 
+def test_static_notes_reach_the_verdict(pool, silu, honest_build):
+    """PyTorch kept around the candidate's own kernel is a note in the verdict, not a flag (the
+    notes were once computed and dropped)."""
+    source = (CANDIDATES / "silu_honest.py").read_text().replace(
+        "return ext.silu(x)", "return torch.relu(ext.silu(x))")
+    v = _submit(pool, silu, source)
+    assert v["status"] == "unverified" and v["cache_hit"] and not v["flags"]
+    assert [n["kind"] for n in v["notes"]] == ["pytorch_compute"]
+
+
 def test_compile_error_is_short_and_specific(pool, silu):
     v = _submit(pool, silu, (CANDIDATES / "silu_compile_error.py").read_text())
     assert v["status"] == "compile_error"

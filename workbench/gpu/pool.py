@@ -176,7 +176,7 @@ class LocalPool:
     def evaluate(self, request: EvalRequest, token: threading.Event | None = None) -> dict:
         s = request.settings
         token = token or threading.Event()
-        static_flags = guards.check(request.candidate_source, request.dtype)
+        static_flags, static_notes = guards.review(request.candidate_source, request.dtype)
         gpu = None if (s.no_gpu or not self.gpus) else self._pick_gpu()
         try:
             result = self._run_worker(request, gpu, token)
@@ -188,6 +188,7 @@ class LocalPool:
         verdict.update({k: v for k, v in result.items() if k != "flags"})
         verdict["flags"] = static_flags + [f for f in result.get("flags", [])
                                            if f["kind"] not in {x["kind"] for x in static_flags}]
+        verdict["notes"] = static_notes + list(result.get("notes") or [])
         status = verdict["status"]
         if status == "compiled":
             verdict["status"] = "flagged" if verdict["flags"] else "unverified"
