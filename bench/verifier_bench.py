@@ -117,9 +117,10 @@ def one(pool: LocalPool, timeline: Timeline, problem, source: str, settings: Eva
     return verdict, time.monotonic() - t0
 
 
-def wait_for_spare(pool: LocalPool, request, timeout: float = 120.0) -> float | None:
+def wait_for_spare(pool: LocalPool, request, timeout: float = 60.0) -> float | None:
     """Until the spare for this request's problem and settings is ready; returns its warm-up
-    time (process start to ready)."""
+    time (process start to ready), or None after printing why none was (on the H200 a wait
+    once ran out with no explanation)."""
     _, key = pool._job(request, pool.gpus[0])
     end = time.monotonic() + timeout
     while time.monotonic() < end:
@@ -127,6 +128,14 @@ def wait_for_spare(pool: LocalPool, request, timeout: float = 120.0) -> float | 
             if w.key == key and w.ready.is_set():
                 return w.ready_at - w.started
         time.sleep(0.05)
+    now = time.monotonic()
+    seen = [f"{'this key' if w.key == key else 'other key'}: alive {w.alive()}, ready "
+            f"{w.ready.is_set()}, {now - w.started:.0f} s old" for w in pool.spares.waiting()]
+    print(f"no spare ready after {timeout:.0f} s; waiting spares: {seen or 'none'}", flush=True)
+    for d in pool.spares.deaths():
+        print(f"spares died {d['deaths']}x in a row on GPU {d['gpu']} "
+              f"({'this key' if d['key'] == key else 'other key'}); last log:\n{d['log']}",
+              flush=True)
     return None
 
 

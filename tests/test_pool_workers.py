@@ -112,6 +112,8 @@ def test_spares_stop_after_repeated_deaths(tmp_path, simulated):
                         timeout=180)
         time.sleep(2)
         assert len(launched) == MAX_DEATHS and not pool.spares.waiting()
+        (died,) = pool.spares.deaths()
+        assert died["deaths"] == MAX_DEATHS and "no model" in died["log"]
         verdict = pool.submit(broken).result()
         assert verdict["status"] == "crashed" and "no model" in verdict["error"]
     finally:

@@ -15,6 +15,7 @@ from workbench.gpu.workers import Worker
 
 MAX_DEATHS = 3      # consecutive deaths of waiting spares before that slot gets no more
 KEYS_PER_GPU = 2    # problems/settings kept warm per GPU; the oldest spare goes first
+LAST_LINES = 20     # of a dead spare's log, kept to say why it died
 
 
 class Spares:
@@ -25,6 +26,7 @@ class Spares:
         self._lock = threading.Lock()
         self._waiting: dict[tuple, Worker] = {}  # (gpu, key) -> spare; insertion order = age
         self._deaths: dict[tuple, int] = {}
+        self._last_words: dict[tuple, str] = {}  # the end of the last dead spare's log, per slot
         self._closed = False
 
     def take(self, gpu: int | None, key: str, job: dict) -> Worker:
@@ -76,8 +78,17 @@ class Spares:
                 return  # taken (or evicted): not a death while waiting
             del self._waiting[slot]
             self._deaths[slot] = self._deaths.get(slot, 0) + 1
-        spare.finish()
+        words = spare.finish().strip().splitlines()[-LAST_LINES:]
+        with self._lock:
+            self._last_words[slot] = "\n".join(words)
         self.ensure(slot[0], slot[1], job)
+
+    def deaths(self) -> list[dict]:
+        """Slots whose spares died while waiting: how many in a row, and the last one's log tail
+        (why every verdict there pays a cold start)."""
+        with self._lock:
+            return [{"gpu": gpu, "key": key, "deaths": n, "log": self._last_words.get((gpu, key), "")}
+                    for (gpu, key), n in self._deaths.items()]
 
     def waiting(self) -> list[Worker]:
         with self._lock:
