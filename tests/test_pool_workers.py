@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from workbench.gpu import reference_cache
 from workbench.gpu.executor import EvalRequest, EvalSettings
 from workbench.gpu.pool import LocalPool
 from workbench.gpu.spares import MAX_DEATHS
@@ -89,6 +90,71 @@ def test_each_candidate_gets_a_fresh_warm_worker(pool):
     (replacement,) = pool.spares.waiting()
     assert replacement is not spare and replacement.alive()
     assert spare in launched and all(not w.alive() for w in launched if w is not replacement)
+
+
+# The problem writes into the reference's compile cache while it loads, as torch.compile of the
+# reference does; the candidate writes there too, after it was handed over.
+WRITE_CACHE = ("import os, pathlib\n_d = pathlib.Path(os.environ['TORCHINDUCTOR_CACHE_DIR'])\n"
+               "_d.mkdir(parents=True, exist_ok=True)\n(_d / '{name}').write_text('{name}')\n")
+
+
+def test_reference_cache_comes_only_from_workers_no_candidate_touched(pool, monkeypatch):
+    planted = []
+    plant = reference_cache.plant
+    monkeypatch.setattr(reference_cache, "plant", lambda *a: planted.append(plant(*a)) or planted[-1])
+    req = request(WRITE_CACHE.format(name="poison") + HONEST)
+    req.problem_source = WRITE_CACHE.format(name="compiled") + PROBLEM
+    # A fresh worker gets its candidate before it is ready: never kept. Its spare is kept.
+    assert pool.submit(req).result()["status"] == "flagged"
+    assert wait_for(lambda: any(w.ready.is_set() for w in pool.spares.waiting()))
+    kept = sorted(p.name for p in (pool.cache_dir / "reference").rglob("*") if p.is_file())
+    assert kept == ["compiled"]
+    # The next candidate takes that spare; the spare started after it gets a copy.
+    assert pool.submit(req).result()["status"] == "flagged"
+    assert planted[:2] == [False, False] and planted[-1] is True, planted
+
+
+def test_reference_cache_copies_regular_files_once(tmp_path, monkeypatch):
+    job, cache = tmp_path / "job", tmp_path / "cache"
+    (job / "tmp" / "inductor" / "fx").mkdir(parents=True)
+    (job / "tmp" / "inductor" / "fx" / "graph").write_text("g")
+    (job / "tmp" / "triton").mkdir()
+    (job / "tmp" / "triton" / "k.cubin").write_text("c")
+    (job / "tmp" / "inductor" / "link").symlink_to("/etc/passwd")
+    assert reference_cache.keep(cache, "ab" * 32, job)
+    (job / "tmp" / "inductor" / "fx" / "graph").write_text("changed later")
+    assert not reference_cache.keep(cache, "ab" * 32, job)   # the first copy stays
+    new = tmp_path / "new"
+    assert reference_cache.plant(cache, "ab" * 32, new)
+    assert (new / "tmp" / "inductor" / "fx" / "graph").read_text() == "g"
+    assert (new / "tmp" / "triton" / "k.cubin").read_text() == "c"
+    assert not (new / "tmp" / "inductor" / "link").exists()
+    assert not reference_cache.plant(cache, "cd" * 32, new)
+    monkeypatch.setattr(reference_cache, "MAX_BYTES", 1)
+    assert not reference_cache.keep(cache, "cd" * 32, job)
+
+
+@pytest.mark.parametrize("handed_first", [False, True])
+def test_ready_hook_runs_only_before_any_candidate(handed_first, tmp_path):
+    import os
+    import subprocess
+    import tempfile
+
+    from workbench.gpu.workers import Worker
+
+    calls = []
+    proc = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+                            start_new_session=True)  # as the pool starts workers
+    read_fd, write_fd = os.pipe()
+    worker = Worker(proc, read_fd, "n", tempfile.TemporaryFile(mode="w+"), 0, "k",
+                    on_ready=lambda: calls.append("kept"))
+    if handed_first:
+        assert worker.hand_over({"candidate_source": "x"})
+    os.write(write_fd, b'{"type": "phase", "phase": "ready"}\n')
+    assert worker.ready.wait(10)
+    assert calls == ([] if handed_first else ["kept"])
+    os.close(write_fd)
+    worker.finish()
 
 
 def test_a_spare_that_dies_is_replaced(pool):

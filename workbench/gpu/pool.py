@@ -3,13 +3,15 @@
 Each candidate builds and runs in its own process (its own session, so nvcc and ninja die with
 it), bound to one GPU by CUDA_VISIBLE_DEVICES. Start-up is off the critical path: a warm spare
 per GPU (workbench.gpu.spares) has already imported torch and prepared the reference when a
-candidate arrives. Builds queue for CPU slots handed out here, so a build's time limit does not
+candidate arrives, its torch.compile a hit in a private copy of the compile cache a clean worker
+left (workbench.gpu.reference_cache). Builds queue for CPU slots handed out here, so a build's time limit does not
 depend on how many others run; workers take turns on each GPU through a lock file, so timings
 never overlap, and only correctness and timing hold it. A crash, a hang or an OOM costs only
 that worker: the verdict says what happened (workbench.gpu.watchdog owns the limits).
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -23,7 +25,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from workbench import cuda_env
-from workbench.gpu import buildlog, guards, resources, sandbox, watchdog
+from workbench.gpu import buildlog, guards, reference_cache, resources, sandbox, watchdog
 from workbench.gpu.executor import EvalRequest, EvaluationCancelled
 from workbench.gpu.spares import Spares
 from workbench.gpu.verdict import empty
@@ -233,13 +235,20 @@ class LocalPool:
         log = tempfile.TemporaryFile(mode="w+", prefix="kwb-worker-")
         sandboxed = ExitStack()
         launch = sandboxed.enter_context(sandbox.worker_launch(self.cache_dir, self.base_env, gpu))
+        on_ready = None
+        if job["mode"] == "full":
+            ref_key = reference_cache.key(job)
+            reference_cache.plant(self.cache_dir, ref_key, launch.job_dir)
+            on_ready = functools.partial(reference_cache.keep, self.cache_dir, ref_key,
+                                         launch.job_dir)
         read_fd, write_fd = os.pipe()
         proc = subprocess.Popen(
             launch.command(str(write_fd)), stdin=subprocess.PIPE, stdout=log,
             stderr=subprocess.STDOUT, pass_fds=(write_fd,), env=launch.env, cwd=launch.cwd,
             preexec_fn=launch.preexec, start_new_session=True, text=True)
         os.close(write_fd)
-        worker = Worker(proc, read_fd, nonce, log, gpu, key, on_finish=sandboxed.close)
+        worker = Worker(proc, read_fd, nonce, log, gpu, key, on_finish=sandboxed.close,
+                        on_ready=on_ready)
         # Chosen here, in secret: a candidate cannot predict its inputs.
         worker.send({**job, "nonce": nonce,
                      "seeds": [secrets.randbits(31) for _ in range(job["settings"]["trials"] + 2)]})
@@ -255,7 +264,7 @@ class LocalPool:
             worker.kill()
         try:
             since = time.monotonic()
-            worker.send({"candidate_source": request.candidate_source})
+            worker.hand_over({"candidate_source": request.candidate_source})
             on_phase = (lambda phase: self.on_phase(request.label, phase)) if self.on_phase else None
             result = watchdog.follow(worker, request.settings, self._slots, token, on_phase,
                                      since)

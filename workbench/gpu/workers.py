@@ -14,9 +14,14 @@ class Worker:
     """One started worker (see workbench.gpu.worker): first a spare, then one candidate's."""
 
     def __init__(self, proc: subprocess.Popen, read_fd: int, nonce: str, log, gpu: int | None,
-                 key: str, on_finish=None) -> None:
+                 key: str, on_finish=None, on_ready=None) -> None:
         self.proc, self.nonce, self.log, self.gpu, self.key = proc, nonce, log, gpu, key
         self._on_finish = on_finish  # after it is reaped (the sandbox harvests its builds)
+        # When it is ready and no candidate was handed over yet: nothing but trusted code has
+        # run in it (workbench.gpu.reference_cache keeps its compile cache then).
+        self._on_ready = on_ready
+        self._handover = threading.Lock()
+        self.taken = False
         self.started = time.monotonic()
         self._finishing = threading.Lock()
         self.ready = threading.Event()  # it said "ready": torch, CUDA and the reference are up
@@ -31,6 +36,9 @@ class Worker:
             for line in f:
                 if '"ready"' in line and not self.ready.is_set():
                     self.ready_at = time.monotonic()
+                    with self._handover:
+                        if self._on_ready and not self.taken:
+                            self._on_ready()
                     self.ready.set()
                 self.messages.put((time.monotonic(), line))
         self.messages.put((time.monotonic(), None))
@@ -43,6 +51,12 @@ class Worker:
             return True
         except (BrokenPipeError, OSError, ValueError):
             return False
+
+    def hand_over(self, message: dict) -> bool:
+        """Send the candidate's line: from here on the worker runs untrusted code."""
+        with self._handover:
+            self.taken = True
+            return self.send(message)
 
     def alive(self) -> bool:
         return self.proc.poll() is None
