@@ -16,25 +16,15 @@ from pathlib import Path
 
 from workbench.gpu.executor import EvalRequest, EvalSettings
 from workbench.gpu.pool import LocalPool
+from workbench.gpu.simulated import TOY_CANDIDATE, TOY_PROBLEM
 from workbench.gpu.worker import SIMULATED_ENV
 
-PROBLEM = """
-import torch
-class Model(torch.nn.Module):
-    def forward(self, x):
-        return x * 2
-def get_inputs():
-    return [torch.randn(256)]
-def get_init_inputs():
-    return []
-"""
-CANDIDATE = PROBLEM.replace("class Model", "class ModelNew")
 
 
 def rate(gpus: int, per_gpu: int, cache: Path) -> tuple[float, float]:
     """(verified per minute, wall seconds) for per_gpu candidates per GPU, spares warm first."""
     pool = LocalPool(gpus=list(range(gpus)), cache_dir=cache)
-    request = EvalRequest("twice", PROBLEM, CANDIDATE, 1e-4, 1e-4, None, 0,
+    request = EvalRequest("twice", TOY_PROBLEM, TOY_CANDIDATE, 1e-4, 1e-4, None, 0,
                           settings=EvalSettings())
     try:
         pool.prewarm(request)

@@ -9,20 +9,9 @@ import pytest
 from workbench.gpu import reference_cache
 from workbench.gpu.executor import EvalRequest, EvalSettings
 from workbench.gpu.pool import LocalPool
+from workbench.gpu.simulated import TOY_CANDIDATE as HONEST
+from workbench.gpu.simulated import TOY_PROBLEM as PROBLEM
 from workbench.gpu.spares import MAX_DEATHS
-
-PROBLEM = """
-import torch
-class Model(torch.nn.Module):
-    def forward(self, x):
-        return x * 2
-def get_inputs():
-    return [torch.randn(256)]
-def get_init_inputs():
-    return []
-"""
-HONEST = PROBLEM.replace("class Model", "class ModelNew")
-
 
 # Fails to import in a process where any candidate was imported before.
 FRESH = ("import torch\nassert not hasattr(torch, '_kwb_seen'), 'this worker ran a candidate before'\n"

@@ -17,6 +17,21 @@ from dataclasses import dataclass
 import torch
 
 
+# A problem small enough for a simulated turn (tests and bench/simulated_gpus.py), and its
+# honest candidate.
+TOY_PROBLEM = """
+import torch
+class Model(torch.nn.Module):
+    def forward(self, x):
+        return x * 2
+def get_inputs():
+    return [torch.randn(256)]
+def get_init_inputs():
+    return []
+"""
+TOY_CANDIDATE = TOY_PROBLEM.replace("class Model", "class ModelNew")
+
+
 @dataclass
 class Reference:
     problem: types.ModuleType
