@@ -138,6 +138,21 @@ async def test_no_gpu_defaults_to_what_the_machine_has(tmp_path, monkeypatch, gp
         assert app.screen.query_one("#no-gpu", TickBox).value is (not gpu)
 
 
+@pytest.mark.parametrize("listed", [[], ["gpu0"]])
+def test_a_driver_without_a_gpu_is_no_gpu(monkeypatch, listed):
+    """nvidia-smi on the PATH is not a GPU: what it lists decides (asked once per process)."""
+    from workbench import cuda_env
+
+    monkeypatch.setattr(cuda_env, "list_gpus", lambda: listed)
+    picker_module.gpu_expected.cache_clear()
+    try:
+        assert picker_module.gpu_expected() is bool(listed)
+        monkeypatch.setattr(cuda_env, "list_gpus", lambda: 1 / 0)
+        assert picker_module.gpu_expected() is bool(listed)   # cached: nvidia-smi runs once
+    finally:
+        picker_module.gpu_expected.cache_clear()
+
+
 async def test_enter_exports_and_the_refusal_names_the_box_not_a_flag(store, tmp_path):
     kernel_id = a_kernel(store, "incorrect")[0]
     app = WorkbenchApp(store)

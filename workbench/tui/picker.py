@@ -7,8 +7,8 @@ problem list.
 from __future__ import annotations
 
 import ast
+import functools
 import math
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -20,6 +20,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList
 from textual.widgets.option_list import Option
 
+from workbench import cuda_env
 from workbench.llm import PROVIDERS
 from workbench.problems import library_paths
 from workbench.search import SearchSettings
@@ -93,9 +94,11 @@ def library() -> list[tuple[str, str]]:
     return found
 
 
+@functools.cache
 def gpu_expected() -> bool:
-    """Whether a GPU may be here: without nvidia-smi there is no driver (doctor says so too)."""
-    return shutil.which("nvidia-smi") is not None
+    """Whether nvidia-smi lists a GPU here (a driver without a usable GPU is no GPU either);
+    asked once per process."""
+    return bool(cuda_env.list_gpus())
 
 
 def _shown(value: int | float | None) -> str:
