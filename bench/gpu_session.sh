@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Every GPU check and benchmark of the project, in parts that fit one device call each (10 min).
+# Run from the repository root on the GPU box; results land in $OUT (default ./gpu-out).
+#
+#   bash bench/gpu_session.sh tests sweep          # pytest -m gpu, then the KernelBench sweep
+#   bash bench/gpu_session.sh verifier evidence     # verifier bench, evidence + sandbox cost
+#
+# Parts: tests (~5 min), sweep (~3.5 min, needs ./.kb with level1-3 of KernelBench), verifier
+# (~6 min), evidence (~3 min: bench/evidence_cost.py and bench/sandbox_bench.py).
+# Dependencies: wheels in ./.whl (made by the device-wheels tool) are installed into /tmp/site
+# when present; the box's torch is used as it is.
+set -u
+OUT=${OUT:-$PWD/gpu-out}
+mkdir -p "$OUT"
+T0=$(date +%s)
+elapsed() { echo $(( $(date +%s) - T0 )); }
+
+if [ -d .whl ]; then
+  grep -v cuobjdump .whl/requirements.txt > /tmp/kwb-req.txt
+  python3 -m pip install -q --no-index --find-links .whl --target /tmp/site -r /tmp/kwb-req.txt \
+    2>&1 | tail -2
+  export PYTHONPATH=$PWD:/tmp/site
+else
+  export PYTHONPATH=$PWD
+fi
+export PYTHONUNBUFFERED=1
+export KWB_COMMIT=${KWB_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+echo "setup $(elapsed) s; commit $KWB_COMMIT; $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)"
+
+for part in "$@"; do
+  start=$(date +%s)
+  case $part in
+    tests)
+      # --session-timeout ends the run with its report, where an outer kill would lose it.
+      python3 -m pytest -m gpu -p no:cacheprovider -v -rfE --timeout 240 --session-timeout 320 \
+        --junitxml="$OUT/gpu.xml" tests > "$OUT/pytest.txt" 2>&1
+      echo "tests rc=$?"; grep -E "FAILED|ERROR" "$OUT/pytest.txt" | tail -15; tail -1 "$OUT/pytest.txt" ;;
+    sweep)
+      timeout 260 python3 bench/kernelbench_sweep.py .kb --budget-s 230 --json "$OUT/sweep.json" \
+        > "$OUT/sweep.md" 2> "$OUT/sweep.err"
+      echo "sweep rc=$?"; head -3 "$OUT/sweep.md"; grep "^| level" "$OUT/sweep.md" ;;
+    verifier)
+      timeout 420 python3 bench/verifier_bench.py "$OUT/verifier_bench.md" > "$OUT/verifier_bench.out" 2>&1
+      echo "verifier rc=$?"; grep -E "^\||no spare|spares died" "$OUT/verifier_bench.out" | head -20 ;;
+    evidence)
+      timeout 150 python3 bench/evidence_cost.py "$OUT/evidence_cost.md" > "$OUT/evidence_cost.out" 2>&1
+      echo "evidence rc=$?"; tail -4 "$OUT/evidence_cost.out"
+      timeout 150 python3 bench/sandbox_bench.py --rounds 3 "$OUT/sandbox_bench.md" > "$OUT/sandbox_bench.out" 2>&1
+      echo "sandbox rc=$?"; tail -6 "$OUT/sandbox_bench.out" ;;
+    *) echo "unknown part: $part (tests, sweep, verifier, evidence)"; exit 2 ;;
+  esac
+  echo "$part: $(( $(date +%s) - start )) s (total $(elapsed) s)"
+done
