@@ -2,11 +2,12 @@
 # Every GPU check and benchmark of the project, in parts that fit one device call each (10 min).
 # Run from the repository root on the GPU box; results land in $OUT (default ./gpu-out).
 #
-#   bash bench/gpu_session.sh tests sweep          # pytest -m gpu, then the KernelBench sweep
-#   bash bench/gpu_session.sh verifier evidence     # verifier bench, evidence + sandbox cost
+#   bash bench/gpu_session.sh tests                 # pytest -m gpu
+#   bash bench/gpu_session.sh sweep evidence        # KernelBench sweep, evidence + sandbox cost
+#   bash bench/gpu_session.sh verifier              # verifier bench
 #
-# Parts: tests (~5 min), sweep (~3.5 min, needs ./.kb with level1-3 of KernelBench), verifier
-# (~6 min), evidence (~3 min: bench/evidence_cost.py and bench/sandbox_bench.py).
+# Parts: tests (~6 min), sweep (~4 min, needs ./.kb with level1-3 of KernelBench), evidence
+# (~4 min: bench/evidence_cost.py and bench/sandbox_bench.py), verifier (~6 min).
 # Dependencies: wheels in ./.whl (made by the device-wheels tool) are installed into /tmp/site
 # when present; the box's torch is used as it is.
 set -u
@@ -32,7 +33,7 @@ for part in "$@"; do
   case $part in
     tests)
       # --session-timeout ends the run with its report, where an outer kill would lose it.
-      python3 -m pytest -m gpu -p no:cacheprovider -v -rfE --timeout 240 --session-timeout 320 \
+      python3 -m pytest -m gpu -p no:cacheprovider -v -rfE --timeout 240 --session-timeout 480 \
         --junitxml="$OUT/gpu.xml" tests > "$OUT/pytest.txt" 2>&1
       echo "tests rc=$?"; grep -E "FAILED|ERROR" "$OUT/pytest.txt" | tail -15; tail -1 "$OUT/pytest.txt" ;;
     sweep)
