@@ -196,6 +196,9 @@ def main(out_path: Path | None) -> None:
         print(row, flush=True)  # partial results survive a run cut short
 
     t_bench = time.monotonic()
+
+    def progress(what: str) -> None:  # where a run cut short stopped
+        print(f"[{time.monotonic() - t_bench:5.0f} s] {what}", flush=True)
     problems = {n: load_problem(n, smoke=False) for n in ("silu", "softmax")}
     work = Path(tempfile.mkdtemp(prefix="kwb-bench-"))
     cache = work / "cache"
@@ -209,7 +212,9 @@ def main(out_path: Path | None) -> None:
     for name in ("silu", "softmax"):
         pool.prewarm(request_for(problems[name], "", settings))
     silu_warm = request_for(problems["silu"], "", settings)
-    wait_for_spare(pool, silu_warm)
+    first = wait_for_spare(pool, silu_warm, timeout=300)
+    progress(f"first spare ready after {first if first is None else round(first, 1)} s "
+             "(a fresh cache: torch's precompiled header and the ceilings first)")
     hang_src = (HERE / "silu_hang.py").read_text()
     hang_build = pool.submit(request_for(problems["silu"], hang_src, EvalSettings(no_gpu=True)))
     cold, cold_labels, cold_wall = run_batch(pool, timeline, problems, items, settings, "cold")
@@ -223,12 +228,14 @@ def main(out_path: Path | None) -> None:
                  f"(each build's own time; queueing for a CPU slot is shown as build_queue).", ""]
     hang_build.result()
 
+    progress("built batch")
     # Built: the same twenty again, every build a cache hit.
     built, built_labels, built_wall = run_batch(pool, timeline, problems, items, settings, "built")
     emit(f"| batch of 20 built candidates, 1 GPU | >= 35/min | {60 * len(built) / built_wall:.1f}/min "
          f"({built_wall:.0f} s; GPU busy {100 * timeline.gpu_busy(built_labels) / built_wall:.0f}%) |")
     sections += phase_table("Built batch", timeline, built_labels)
 
+    progress("warm pool")
     # Warm pool: one cached candidate at a time, each submitted when a spare is ready.
     source = items[4][1]
     warm, warm_labels, warmups = [], [], []
@@ -248,6 +255,7 @@ def main(out_path: Path | None) -> None:
                  f"{statistics.median(known):.1f} s, max {max(known):.1f} s." if known else
                  "No spare became ready in time.", ""]
 
+    progress("hang")
     # Hang: a kernel that never returns, beside an honest one queued behind it on the GPU.
     hang_future = submit(pool, timeline, problems["silu"], hang_src, settings, "hang")
     behind, _ = one(pool, timeline, problems["silu"], source, settings, "behind")
@@ -259,6 +267,7 @@ def main(out_path: Path | None) -> None:
          f"the candidate behind it: {behind['status']} |")
     sections += [f"Hang verdict: {hv.get('error')}", ""]
 
+    progress("alone")
     # Alone: the first candidates again, one at a time, nothing else in flight.
     alone = []
     for i in range(ALONE):
@@ -274,6 +283,7 @@ def main(out_path: Path | None) -> None:
          f"{same_built}/20; alone = batch {same_alone}/{ALONE}" +
          (f" (differ: {'; '.join(diffs)})" if diffs else "") + " |")
 
+    progress("standalone eval")
     # Standalone eval: a new process per verdict, as a user runs it (the build is cached).
     path = work / "candidate.py"
     path.write_text(source)
