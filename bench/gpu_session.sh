@@ -42,7 +42,7 @@ for part in "$@"; do
       echo "sweep rc=$?"; head -3 "$OUT/sweep.md"; grep "^| level" "$OUT/sweep.md" ;;
     verifier)
       timeout 540 python3 bench/verifier_bench.py "$OUT/verifier_bench.md" > "$OUT/verifier_bench.out" 2>&1
-      echo "verifier rc=$?"; grep -E "^\||no spare|spares died" "$OUT/verifier_bench.out" | head -20 ;;
+      echo "verifier rc=$?"; grep -E "^(\||\[)|no spare|spares died" "$OUT/verifier_bench.out" | head -20 ;;
     evidence)
       timeout 150 python3 bench/evidence_cost.py "$OUT/evidence_cost.md" > "$OUT/evidence_cost.out" 2>&1
       echo "evidence rc=$?"; tail -4 "$OUT/evidence_cost.out"
