@@ -207,7 +207,8 @@ class FakeExecutor:
         match = _MARKER.search(request.candidate_source)
         status = match.group(1) if match else "crashed"
         verdict = empty(status)
-        verdict.update(atol=request.atol, rtol=request.rtol, compile_s=0.1, cache_hit=False)
+        verdict.update(atol=request.atol, rtol=request.rtol, compile_s=0.1, cache_hit=False,
+                       reuse_key=request.reuse_key())   # as the pool's verdicts carry it
         if status == "compile_error":
             verdict["error"] = "kernel.cu(3): error: identifier \"flaot\" is undefined"
         elif status == "incorrect":

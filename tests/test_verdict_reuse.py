@@ -89,3 +89,44 @@ def test_only_sealed_lasting_verdicts_are_reused(env):
     # Comments and layout aside the same; a changed tolerance is not.
     assert request_for(problem, RESTYLED, EvalSettings(no_gpu=True)).reuse_key() == key
     assert request_for(problem, CANDIDATE, EvalSettings(no_gpu=True, atol=1e-2)).reuse_key() != key
+
+
+@pytest.fixture
+def engine_env(tmp_path, monkeypatch):
+    import hashlib
+
+    from llm_server import FakeLLMServer
+    from test_search_engine import PROBLEM as RELU
+    from workbench.problems import Problem
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    problem = Problem(name="relu", path=tmp_path / "relu.py", source=RELU,
+                      hash=hashlib.sha256(RELU.encode()).hexdigest(), family="activation",
+                      dtype="float32", atol=1e-4, rtol=1e-4, flops=1 << 20, min_bytes=8 << 20)
+    with FakeLLMServer() as server:
+        yield Store(tmp_path / "k.db"), problem, server
+
+
+def test_a_later_session_reuses_verdicts_of_the_same_sources(engine_env):
+    """The search pays no GPU for a kernel verified before, in any session: the copy names its
+    original. Asking to re-time one (the app's `t`) measures it again."""
+    from test_search_engine import Script, start
+    from workbench.search import resume_session
+
+    store, problem, server = engine_env
+    settings = dict(rounds=1, ideas=2, impls=1, repairs=0, refines=0)
+    server.responder = Script()
+    first, engine = start(store, problem, server, **settings)
+    assert engine.run() == "finished" and len(engine.executor.requests) == 2
+    server.responder = Script()   # the same answers again: the same two kernels
+    second, engine = start(store, problem, server, **settings)
+    assert engine.run() == "finished"
+    assert engine.executor.requests == []
+    kernels = store.rows("kernels", "session_id = ?", [second])
+    copies = [store.latest_evaluation(k["id"]) for k in kernels]
+    assert len(copies) == 2 and all(c["reused_from"] and c["trusted"] for c in copies)
+    resume_session(store, second)   # as the app reopens a finished session for `t`
+    engine.evaluate([kernels[0]["id"]], retime=True)
+    assert len(engine.executor.requests) == 1
+    assert store.latest_evaluation(kernels[0]["id"])["reused_from"] is None
+

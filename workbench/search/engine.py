@@ -124,9 +124,10 @@ class Engine(Pipelines, Refining, Combining, Judging):
         each as soon as it is written, and repair failures within the repair budget."""
         return self._work(lambda: self._implement(round_id), [])
 
-    def evaluate(self, kernel_ids: list[int]) -> list[dict]:
-        """Verify kernels through the executor and store each verdict as it arrives."""
-        return self._work(lambda: self._evaluate(kernel_ids), [])
+    def evaluate(self, kernel_ids: list[int], retime: bool = False) -> list[dict]:
+        """Verify kernels through the executor and store each verdict as it arrives (a source
+        verified before gets its verdict again, unless `retime`)."""
+        return self._work(lambda: self._evaluate(kernel_ids, retime), [])
 
     def repair(self, kernel_ids: list[int]) -> list[int]:
         """Ask for fixes of failed kernels (one attempt each, then verify; chains continue)."""

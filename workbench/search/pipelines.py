@@ -15,7 +15,7 @@ from workbench.bank import examples_text
 from workbench.evidence import render
 from workbench.gpu.executor import Executor
 from workbench.gpu.verdict import empty as empty_verdict
-from workbench.gpu.verifier import record, request_for
+from workbench.gpu.verifier import record, request_for, reused_verdict
 from workbench.lessons import lessons_text
 from workbench.llm.base import Completion
 from workbench.llm.parse import KINDS, extract_code, parse_ideas
@@ -267,12 +267,19 @@ class Pipelines:
                                   attempt=kernel["attempt"] + 1, repaired_id=kernel_id,
                                   evidence=evidence.given)
 
-    def _evaluate(self, kernel_ids: list[int]) -> list[dict]:
+    def _evaluate(self, kernel_ids: list[int], retime: bool = False) -> list[dict]:
+        """Verify kernels; one whose source (comments and layout aside) already has a lasting
+        verdict for this problem and these settings, from any session, gets a copy of it
+        (`reused_from` names the original) unless `retime` asks for a new measurement."""
         submitted = []
         for kid in kernel_ids:
             self.control.check()
             source = self.store.get("kernels", kid)["source"]
             request = request_for(self.problem, source, self.settings.eval, label=f"kernel {kid}")
+            reused = None if retime else reused_verdict(self.store, request)
+            if reused is not None:
+                submitted.append((kid, reused))
+                continue
             try:
                 future = self.executor.submit(request)
             except Exception as e:  # noqa: BLE001 - e.g. a pool shut down to stop quickly
@@ -287,7 +294,7 @@ class Pipelines:
         try:
             for kid, future in submitted:
                 try:
-                    verdict = future.result()
+                    verdict = future if isinstance(future, dict) else future.result()
                 except CancelledError:   # stopped on purpose: no verdict, verified on resume
                     cancelled.append(kid)
                     continue
@@ -299,7 +306,8 @@ class Pipelines:
                         from None
                 verdict = {**empty_verdict(verdict.get("status", "crashed")), **verdict}
                 record(self.store, kid, verdict)
-                self._count_gpu(verdict)
+                if not verdict.get("reused_from"):
+                    self._count_gpu(verdict)
                 self._emit(events.VerdictReady(kid, verdict["status"],
                                                verdict.get("speedup_eager")))
                 verdicts.append(verdict)

@@ -188,7 +188,8 @@ class EngineActions:
             self.say(f"k{kernel_id} belongs to no session: eval it from the command line")
             return
         self.run_engine(session_id, self._verifying(session_id, f"k{kernel_id}"),
-                        lambda e: e.evaluate([kernel_id]), need_llm=False, reopen=True)
+                        lambda e: e.evaluate([kernel_id], retime=True), need_llm=False,
+                        reopen=True)
 
     def action_resume(self) -> None:
         session_id = self.session_of(self.selected)
