@@ -76,16 +76,19 @@ class Script:
         return Reply(text=kernel(verdicts[min(n, len(verdicts)) - 1], f"{key} #{n}"))
 
 
+def relu_problem(tmp_path) -> Problem:
+    # Described by hand: the engine needs no torch (load_problem is the CLI's business).
+    return Problem(name="relu", path=tmp_path / "relu.py", source=PROBLEM,
+                   hash=hashlib.sha256(PROBLEM.encode()).hexdigest(), family="activation",
+                   dtype="float32", atol=1e-4, rtol=1e-4, flops=1 << 20, min_bytes=8 << 20)
+
+
 @pytest.fixture
 def env(tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    # Described by hand: the engine needs no torch (load_problem is the CLI's business).
-    problem = Problem(name="relu", path=tmp_path / "relu.py", source=PROBLEM,
-                      hash=hashlib.sha256(PROBLEM.encode()).hexdigest(), family="activation",
-                      dtype="float32", atol=1e-4, rtol=1e-4, flops=1 << 20, min_bytes=8 << 20)
     store = Store(tmp_path / "k.db")
     with FakeLLMServer() as server:
-        yield store, problem, server
+        yield store, relu_problem(tmp_path), server
 
 
 def provider(server, **kw):

@@ -9,7 +9,8 @@ from click.testing import CliRunner
 
 import workbench.cli as cli
 from workbench.gpu.executor import EvalSettings
-from workbench.gpu.verifier import request_for, reused_verdict
+from workbench.gpu.verdict import empty
+from workbench.gpu.verifier import record, request_for, reused_verdict
 from workbench.problems import load_problem
 from workbench.store import Store
 
@@ -91,20 +92,33 @@ def test_only_sealed_lasting_verdicts_are_reused(env):
     assert request_for(problem, CANDIDATE, EvalSettings(no_gpu=True, atol=1e-2)).reuse_key() != key
 
 
+def test_a_reused_verdict_brings_its_evidence(env):
+    """The seed's registers and the like reach the prompts from a copy as from the original."""
+    store = Store(env / "k.db")
+    problem = load_problem(env / "twice.py", smoke=False)
+    pid = store.upsert_problem(problem)
+    request = request_for(problem, CANDIDATE, EvalSettings(no_gpu=True))
+    resources = {"tool": "cuobjdump", "kernels": [
+        {"symbol": "_Z6twicePf", "name": "twice", "registers": 16, "shared_bytes": 0,
+         "stack_bytes": 0, "local_bytes": 0, "constant_bytes": 360}]}
+    original = store.add_kernel(pid, CANDIDATE, origin="file")
+    record(store, original, {**empty("unverified"), "reuse_key": request.reuse_key(),
+                             "resources": resources})
+    copy = store.add_kernel(pid, RESTYLED, origin="file")
+    record(store, copy, reused_verdict(store, request_for(problem, RESTYLED,
+                                                          EvalSettings(no_gpu=True))))
+    assert store.latest_evaluation(copy)["reused_from"]
+    assert store.kernel_profiles(copy)["resources"]["data"] == resources
+
+
 @pytest.fixture
 def engine_env(tmp_path, monkeypatch):
-    import hashlib
-
     from llm_server import FakeLLMServer
-    from test_search_engine import PROBLEM as RELU
-    from workbench.problems import Problem
+    from test_search_engine import relu_problem
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    problem = Problem(name="relu", path=tmp_path / "relu.py", source=RELU,
-                      hash=hashlib.sha256(RELU.encode()).hexdigest(), family="activation",
-                      dtype="float32", atol=1e-4, rtol=1e-4, flops=1 << 20, min_bytes=8 << 20)
     with FakeLLMServer() as server:
-        yield Store(tmp_path / "k.db"), problem, server
+        yield Store(tmp_path / "k.db"), relu_problem(tmp_path), server
 
 
 def test_a_later_session_reuses_verdicts_of_the_same_sources(engine_env):

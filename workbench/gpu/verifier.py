@@ -42,8 +42,11 @@ def record(store: Store, kernel_id: int, verdict: dict) -> int:
     """Store the build and the evaluation of one verdict together; returns the evaluation id.
     A reused verdict is stored as a copy of the evaluation it repeats."""
     if verdict.get("reused_from"):
-        return store.copy_evaluation(store.get("evaluations", verdict["reused_from"]), kernel_id,
-                                     reused=True)
+        with store.transaction():
+            copy_id = store.copy_evaluation(store.get("evaluations", verdict["reused_from"]),
+                                            kernel_id, reused=True)
+            store_verdict(store, kernel_id, copy_id, verdict)  # its evidence, for the prompts
+            return copy_id
     with store.transaction():
         build_id = None
         if verdict.get("compile_s") is not None or verdict["status"] == "compile_error":
