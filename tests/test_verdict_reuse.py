@@ -8,6 +8,9 @@ import pytest
 from click.testing import CliRunner
 
 import workbench.cli as cli
+from workbench.kernel_report import kernel_report, render_markdown
+from workbench.tui import queries as tui_queries
+from workbench.tui.bench_table import flags_text as bench_flags
 from workbench.gpu.executor import EvalSettings
 from workbench.gpu.verdict import empty
 from workbench.gpu.verifier import record, request_for, reused_verdict
@@ -107,8 +110,15 @@ def test_a_reused_verdict_brings_its_evidence(env):
     copy = store.add_kernel(pid, RESTYLED, origin="file")
     record(store, copy, reused_verdict(store, request_for(problem, RESTYLED,
                                                           EvalSettings(no_gpu=True))))
-    assert store.latest_evaluation(copy)["reused_from"]
+    reused_from = store.latest_evaluation(copy)["reused_from"]
+    assert reused_from
     assert store.kernel_profiles(copy)["resources"]["data"] == resources
+    # Said wherever the verdict is shown: the exported report and the app's table.
+    text = render_markdown(kernel_report(store, copy))
+    assert f"a copy of evaluation {reused_from}'s verdict" in text
+    assert "a copy of" not in render_markdown(kernel_report(store, original))
+    assert f"reused(e{reused_from})" in bench_flags(tui_queries.kernel(store, copy))
+    assert "reused" not in bench_flags(tui_queries.kernel(store, original))
 
 
 @pytest.fixture

@@ -77,7 +77,7 @@ def kernel_report(store: Store, kernel_id: int) -> dict:
         "evaluation": None if evaluation is None else {
             "id": evaluation["id"], "created_at": evaluation["created_at"],
             "status": evaluation["status"], "verified": verdict.get("verified"),
-            "trusted": evaluation["trusted"],
+            "trusted": evaluation["trusted"], "reused_from": evaluation.get("reused_from"),
             "correct_for_reporting": counts_as_correct(evaluation["status"], kernel["cleared"],
                                                        evaluation["trusted"]),
             "gpu": evaluation["gpu"], "trials": evaluation["trials"],
@@ -134,6 +134,9 @@ def render_markdown(report: dict) -> str:
         verified = "" if ev["verified"] else " (not verified on a GPU)"
         if not ev["trusted"]:
             verified += f" — UNTRUSTED: {UNTRUSTED}"
+        if ev["reused_from"]:
+            verified += (f"; a copy of evaluation {ev['reused_from']}'s verdict (the same source, "
+                         "not measured again)")
         out += [f"- status: **{ev['status']}**{verified}; evaluation {ev['id']} at "
                 f"{ev['created_at']}",
                 f"- correctness: {ev['trials'] or 0} trials, atol={_g(ev['atol'])} "

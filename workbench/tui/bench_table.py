@@ -18,7 +18,8 @@ def _num(value: float | None, fmt: str) -> Text:
     return Text("-" if value is None else format(value, fmt), justify="right")
 
 
-def _flags(row: dict) -> str:
+def flags_text(row: dict) -> str:
+    """The flags column: verdict flags, and what the engineer did to the kernel."""
     try:
         kinds = [f.get("kind", "?") for f in json.loads(row.get("flags") or "[]")]
     except (TypeError, ValueError):
@@ -29,6 +30,8 @@ def _flags(row: dict) -> str:
         kinds.insert(0, "pruned")
     if row.get("cleared"):
         kinds.append("cleared")
+    if row.get("reused_from"):   # same source verified before: a copy, not a new measurement
+        kinds.append(f"reused(e{row['reused_from']})")
     return ",".join(kinds)
 
 
@@ -71,13 +74,13 @@ class BenchTable(DataTable):
             self._values[key] = {"kernel": row["id"], "status": status, "ms": time_ms,
                                  "ci95": ci_rel, "eager": row.get("speedup_eager"),
                                  "compile": row.get("speedup_compile"), "floor": floor,
-                                 "flags": _flags(row)}
+                                 "flags": flags_text(row)}
             self.add_row(f"k{row['id']}", Text(f"{glyph} {status}", style),
                          _num(time_ms, ".4f"),
                          Text("-" if ci_rel is None else f"±{ci_rel:.1f}%", justify="right"),
                          _num(row.get("speedup_eager"), ".2f"),
                          _num(row.get("speedup_compile"), ".2f"), _num(floor, ".0f"),
-                         _flags(row), key=key)
+                         flags_text(row), key=key)
         if self.sort_column:
             self._apply_sort()
 

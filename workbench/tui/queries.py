@@ -27,7 +27,7 @@ _STATUS = f"CASE WHEN e.id IS NULL OR {verdict_seal.sql('e')} THEN e.status ELSE
 _KERNEL_COLUMNS = f"""
     k.id, k.idea_id, k.parent_id, k.session_id, k.origin, k.pruned, k.pinned, k.cleared,
     k.created_at, k.duplicate_of, {_STATUS} AS status, e.time_ms, e.ci95_lo_ms, e.ci95_hi_ms, e.speedup_eager,
-    e.speedup_compile, e.floor_ms, e.flags, e.error
+    e.speedup_compile, e.floor_ms, e.flags, e.error, e.reused_from
 """
 
 
