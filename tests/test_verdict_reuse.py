@@ -11,6 +11,7 @@ import workbench.cli as cli
 from workbench.kernel_report import kernel_report, render_markdown
 from workbench.tui import queries as tui_queries
 from workbench.tui.bench_table import flags_text as bench_flags
+from workbench.gpu import executor
 from workbench.gpu.executor import EvalSettings
 from workbench.gpu.verdict import empty
 from workbench.gpu.verifier import record, request_for, reused_verdict
@@ -76,7 +77,7 @@ def test_same_source_reuses_the_verdict_unless_retimed(env, monkeypatch):
     assert not other.get("reused_from")
 
 
-def test_only_sealed_lasting_verdicts_are_reused(env):
+def test_only_sealed_lasting_verdicts_are_reused(env, monkeypatch):
     store = Store(env / "k.db")
     problem = load_problem(env / "twice.py", smoke=False)
     request = request_for(problem, CANDIDATE, EvalSettings(no_gpu=True))
@@ -93,6 +94,9 @@ def test_only_sealed_lasting_verdicts_are_reused(env):
     # Comments and layout aside the same; a changed tolerance is not.
     assert request_for(problem, RESTYLED, EvalSettings(no_gpu=True)).reuse_key() == key
     assert request_for(problem, CANDIDATE, EvalSettings(no_gpu=True, atol=1e-2)).reuse_key() != key
+    # Another torch times the reference anew.
+    monkeypatch.setattr(executor, "torch_version", lambda: "9.9.9")
+    assert request.reuse_key() != key
 
 
 def test_a_reused_verdict_brings_its_evidence(env):

@@ -6,16 +6,28 @@ its place later without touching them.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from concurrent.futures import CancelledError, Future
 from dataclasses import asdict, dataclass, field
+from importlib import metadata
 from typing import Protocol
 
 from workbench.source_key import source_key
 
 # Settings that change how long work may take or how much runs at once, never what a verdict says.
 _NOT_IN_VERDICT = ("compile_timeout_s", "run_timeout_s", "verify_workers")
+
+
+@functools.cache
+def torch_version() -> str:
+    """The installed torch (the workers run this interpreter's), read without importing it."""
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return "none"
+
 
 @dataclass
 class EvalSettings:
@@ -51,12 +63,14 @@ class EvalRequest:
 
     def reuse_key(self) -> str:
         """Same key, same verdict: the problem, the candidate's normalised source (comments and
-        layout out) and every setting that can change the verdict."""
+        layout out), every setting that can change the verdict, and the torch that runs it (an
+        upgraded torch times the reference anew)."""
         settings = {k: v for k, v in self.settings.to_dict().items() if k not in _NOT_IN_VERDICT}
         problem = hashlib.sha256(self.problem_source.encode()).hexdigest()
         return hashlib.sha256(json.dumps(
-            ["reuse v1", problem, source_key(self.candidate_source), settings, self.atol,
-             self.rtol, self.flops, self.min_bytes, self.dtype], sort_keys=True).encode()
+            ["reuse v2", problem, source_key(self.candidate_source), settings, self.atol,
+             self.rtol, self.flops, self.min_bytes, self.dtype, torch_version()],
+            sort_keys=True).encode()
         ).hexdigest()
 
 
