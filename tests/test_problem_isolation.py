@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from test_search_engine import PROBLEM
 from workbench import problem_loader
 from workbench.cli import main
+from workbench.gpu import confine
 from workbench.problems import ProblemError, load_problem
 
 HOSTILE = {
@@ -57,7 +58,10 @@ def test_a_file_that_kills_the_loader_is_one_line_and_the_next_load_works(files,
     killer = tmp_path / "killer.py"
     killer.write_text("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n" + PROBLEM)
     try:
-        if isolated:   # the loader is its PID namespace's init: unkillable from inside
+        if confine.landlock_abi() >= 6:   # Landlock refuses the signal itself
+            with pytest.raises(ProblemError, match=r"killer.py: .*PermissionError"):
+                load_problem(killer)
+        elif isolated:   # the loader is its PID namespace's init: unkillable from inside
             assert load_problem(killer).name == "killer"
         else:
             with pytest.raises(ProblemError, match="the problem loader died while loading it"):
@@ -66,6 +70,31 @@ def test_a_file_that_kills_the_loader_is_one_line_and_the_next_load_works(files,
     finally:
         if not isolated:
             problem_loader._server._stop()   # later tests get an isolated loader again
+
+
+@pytest.mark.skipif(not confine.landlock_abi(), reason="no Landlock on this kernel")
+def test_a_problem_file_writes_nothing_and_reads_only_its_own_folder(tmp_path):
+    """A problem file is code from the internet (KernelBench is fetched): loading one may not
+    write anywhere nor read outside the system, Python and its own folder."""
+    secret = tmp_path / "elsewhere" / "kernels.db"
+    secret.parent.mkdir()
+    secret.write_text("the store")
+    folder = tmp_path / "problems"
+    folder.mkdir()
+    (folder / "data.txt").write_text("its own data")
+    writer = folder / "writer.py"
+    writer.write_text(f"open({str(tmp_path / 'leak')!r}, 'w').write('x')\n" + PROBLEM)
+    with pytest.raises(ProblemError, match=r"writer.py: .*PermissionError"):
+        load_problem(writer)
+    assert not (tmp_path / "leak").exists()
+    reader = folder / "reader.py"
+    reader.write_text(f"open({str(secret)!r}).read()\n" + PROBLEM)
+    with pytest.raises(ProblemError, match=r"reader.py: .*PermissionError"):
+        load_problem(reader)
+    own = folder / "own.py"
+    own.write_text("import pathlib\nDATA = (pathlib.Path(__file__).parent / 'data.txt')"
+                   ".read_text()\n" + PROBLEM)
+    assert load_problem(own).name == "own"
 
 
 def test_commands_exit_non_zero_with_one_line(files, tmp_path):

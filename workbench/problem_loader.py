@@ -6,7 +6,10 @@ or silently end `problems`, `eval`, `run` or the app: the caller gets one line n
 Importing torch costs seconds, so a loader server (`python -m workbench.problem_loader`) imports
 it once per process that loads problems and forks a fresh child for each file: the child
 executes and describes the problem (workbench.problems.inspect_problem) and sends back the
-summary as JSON; the server kills a child still busy at the time limit. The server exits when
+summary as JSON; the server kills a child still busy at the time limit. The server runs in its
+own namespaces where the box allows, and each child confines itself before it runs the file
+(no new privileges, Landlock: read the system, Python and the file's folder, write nothing;
+seccomp as the workers have it). The server exits when
 its parent closes the pipe (or dies); the next load starts a new one.
 
 Protocol: the parent writes one JSON request per line to the server's stdin ({path, source,
@@ -139,12 +142,23 @@ def _describe_exit(path: str, status: int) -> str:
             "the problem (os._exit or exit at import?); a problem file must only define it")
 
 
+def _confine(path: str) -> None:
+    """What a problem file may touch: read the system, Python and its own folder; write
+    nothing but /dev/null and the like (no database, no cache, no home)."""
+    from workbench.gpu import confine, sandbox
+
+    folder = os.path.dirname(os.path.abspath(path))
+    package = os.path.dirname(os.path.abspath(__file__))
+    confine.restrict(sandbox.SYSTEM_READ + [folder, package], [], sandbox.DEVICES_RW)
+
+
 def _child(request: dict, write_fd: int) -> None:
     from workbench.problems import ProblemError, inspect_problem
 
     path = request["path"]
     os.dup2(2, 1)            # the file's prints go to stderr, never into an answer
     try:
+        _confine(path)
         problem = inspect_problem(Path(path), request["source"], request["smoke"])
         fields = dataclasses.asdict(problem)
         fields.pop("source"), fields.pop("path")
