@@ -142,6 +142,10 @@ def _describe_exit(path: str, status: int) -> str:
             "the problem (os._exit or exit at import?); a problem file must only define it")
 
 
+_REFUSED = (" (a problem file may read only the system, Python and its own folder, and write "
+            "nothing: keep its data beside it)")
+
+
 def _confine(path: str) -> None:
     """What a problem file may touch: read the system, Python and its own folder; write
     nothing but /dev/null and the like (no database, no cache, no home)."""
@@ -164,7 +168,7 @@ def _child(request: dict, write_fd: int) -> None:
         fields.pop("source"), fields.pop("path")
         answer = {"problem": fields}
     except ProblemError as e:
-        answer = {"error": str(e)}
+        answer = {"error": str(e) + (_REFUSED if "PermissionError" in str(e) else "")}
     except SystemExit as e:
         answer = {"error": f"{path}: calls sys.exit({e.code!r}) at import; a problem file must "
                            "only define the problem"}
