@@ -7,7 +7,8 @@
 #   bash bench/gpu_session.sh verifier              # verifier bench
 #
 # Parts: tests (~6 min), sweep (~4 min, needs ./.kb with level1-3 of KernelBench), evidence
-# (~4 min: bench/evidence_cost.py and bench/sandbox_bench.py), verifier (~6 min).
+# (~4 min: bench/evidence_cost.py and bench/sandbox_bench.py), verifier (~6 min), verifier-wide
+# (the same bench with cores - 2 candidates in flight: is the default width the limit?).
 # Dependencies: wheels in ./.whl (made by the device-wheels tool) are installed into /tmp/site
 # when present; the box's torch is used as it is.
 set -u
@@ -43,12 +44,16 @@ for part in "$@"; do
     verifier)
       timeout 540 python3 bench/verifier_bench.py "$OUT/verifier_bench.md" > "$OUT/verifier_bench.out" 2>&1
       echo "verifier rc=$?"; grep -E "^(\||\[)|no spare|spares died" "$OUT/verifier_bench.out" | head -20 ;;
+    verifier-wide)   # the same with more candidates in flight than the default (cores - 2)
+      timeout 540 python3 bench/verifier_bench.py "$OUT/verifier_bench_wide.md" \
+        --verify-workers $(( $(nproc) - 2 )) > "$OUT/verifier_bench_wide.out" 2>&1
+      echo "verifier-wide rc=$?"; grep -E "^(\||\[)|no spare|spares died" "$OUT/verifier_bench_wide.out" | head -20 ;;
     evidence)
       timeout 150 python3 bench/evidence_cost.py "$OUT/evidence_cost.md" > "$OUT/evidence_cost.out" 2>&1
       echo "evidence rc=$?"; tail -4 "$OUT/evidence_cost.out"
       timeout 150 python3 bench/sandbox_bench.py --rounds 3 "$OUT/sandbox_bench.md" > "$OUT/sandbox_bench.out" 2>&1
       echo "sandbox rc=$?"; tail -6 "$OUT/sandbox_bench.out" ;;
-    *) echo "unknown part: $part (tests, sweep, verifier, evidence)"; exit 2 ;;
+    *) echo "unknown part: $part (tests, sweep, evidence, verifier, verifier-wide)"; exit 2 ;;
   esac
   echo "$part: $(( $(date +%s) - start )) s (total $(elapsed) s)"
 done

@@ -1,7 +1,8 @@
 """Verifier benchmark on the GPU box: every target of "verdicts in seconds" (issue 9), with a
 per-phase breakdown of the whole wall time, process start included. About 6 minutes on one H200.
 
-usage: python bench/verifier_bench.py [OUT.md]   (default: $OUT/verifier_bench.md when $OUT is set)
+usage: python bench/verifier_bench.py [OUT.md] [--verify-workers N]
+       (default OUT.md: $OUT/verifier_bench.md when $OUT is set; default width: the pool's own)
 
 Rows: batch of 20 cold candidates (fresh build cache) per minute; the same 20 again, built, per
 minute; a cached candidate submitted to a warm pool, to verdict (p50/p95); a hanging kernel to its
@@ -10,6 +11,7 @@ whether the batch verdicts equal each candidate's verdict alone. One GPU (index 
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
@@ -189,7 +191,7 @@ def standalone_eval(cache: Path, source_path: Path, work: Path,
     return wall, segments, status
 
 
-def main(out_path: Path | None) -> None:
+def main(out_path: Path | None, width: int | None = None) -> None:
     rows: list[str] = []
     sections: list[str] = []
 
@@ -205,7 +207,7 @@ def main(out_path: Path | None) -> None:
     work = Path(tempfile.mkdtemp(prefix="kwb-bench-"))
     cache = work / "cache"
     timeline = Timeline()
-    pool = LocalPool(gpus=[0], cache_dir=cache, on_phase=timeline.mark)
+    pool = LocalPool(gpus=[0], cache_dir=cache, on_phase=timeline.mark, verify_workers=width)
     settings = EvalSettings()
     print(f"pool: {pool.verify_workers} candidates in flight, cache {cache}", flush=True)
 
@@ -320,10 +322,10 @@ def main(out_path: Path | None) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1:
-        target = Path(sys.argv[1])
-    elif os.environ.get("OUT"):
-        target = Path(os.environ["OUT"]) / "verifier_bench.md"
-    else:
-        target = None
-    main(target)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", nargs="?", type=Path)
+    parser.add_argument("--verify-workers", type=int, help="candidates in flight at once")
+    args = parser.parse_args()
+    target = args.out or (Path(os.environ["OUT"]) / "verifier_bench.md" if os.environ.get("OUT")
+                          else None)
+    main(target, args.verify_workers)
