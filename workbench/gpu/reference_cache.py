@@ -17,7 +17,7 @@ import shutil
 from pathlib import Path
 
 SUBDIRS = ("inductor", "triton")   # under a job's tmp/ (workbench.gpu.sandbox._env)
-MAX_BYTES = 256 << 20              # a cache larger than this is not worth copying per worker
+MAX_BYTES = 64 << 20   # larger is not worth copying at every launch (the launcher thread copies)
 
 
 def key(job: dict) -> str:
