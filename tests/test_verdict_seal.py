@@ -86,6 +86,24 @@ def test_store_tells_sealed_from_forged(db):
     assert store.latest_evaluation(forged)["trusted"] is False
 
 
+def test_which_verdict_a_copy_repeats_is_sealed_and_old_seals_still_hold(db):
+    store, _, honest, _ = db
+    row = store.latest_evaluation(honest)
+    assert row["signature"].startswith("v2:")
+    conn = sqlite3.connect(store.path)
+    conn.execute("update evaluations set reused_from = ? where id = ?", [row["id"], row["id"]])
+    conn.commit()
+    assert store.latest_evaluation(honest)["trusted"] is False     # reused_from is covered
+    conn.execute("update evaluations set reused_from = null where id = ?", [row["id"]])
+    # A row sealed before v2 (its seal never saw reused_from) still reads as trusted.
+    old = verdict_seal._mac([row.get(c) for c in verdict_seal.SEALED_V1], "v1")
+    conn.execute("update evaluations set signature = ? where id = ?", [old, row["id"]])
+    conn.commit()
+    conn.close()
+    assert store.latest_evaluation(honest)["trusted"] is True
+    assert queries.kernel(store, honest)["status"] == "correct"     # the SQL check agrees
+
+
 def test_the_app_shows_a_forged_verdict_as_untrusted(db):
     store, _, honest, forged = db
     row = queries.kernel(store, forged)

@@ -13,7 +13,7 @@ A database copied to another machine reads as untrusted there unless the key tra
 
 The seal covers every column of the row as stored (SEALED, in this order), so changing any
 figure, flag or status breaks it. A column added to `evaluations` later is not covered until a
-new seal version lists it.
+new seal version lists it (v2 added `reused_from`; v1 seals still verify over their columns).
 """
 from __future__ import annotations
 
@@ -25,11 +25,13 @@ import threading
 from pathlib import Path
 
 KEY_ENV = "KERNEL_WORKBENCH_VERDICT_KEY"   # a path; overrides the default (tests, shared installs)
-VERSION = "v1"
-SEALED = ("kernel_id", "build_id", "status", "gpu", "trials", "atol", "rtol", "max_abs_err",
-          "max_rel_err", "trial_errors", "time_ms", "ci95_lo_ms", "ci95_hi_ms", "samples",
-          "ref_eager_ms", "ref_compile_ms", "speedup_eager", "speedup_compile", "floor_ms",
-          "flags", "error", "verdict", "created_at")
+VERSION = "v2"
+SEALED_V1 = ("kernel_id", "build_id", "status", "gpu", "trials", "atol", "rtol", "max_abs_err",
+             "max_rel_err", "trial_errors", "time_ms", "ci95_lo_ms", "ci95_hi_ms", "samples",
+             "ref_eager_ms", "ref_compile_ms", "speedup_eager", "speedup_compile", "floor_ms",
+             "flags", "error", "verdict", "created_at")
+# v2 adds which evaluation a reused verdict copies; v1 seals (older rows) still verify.
+SEALED = SEALED_V1 + ("reused_from",)
 SQL_FUNCTION = "kwb_verdict_sealed"
 
 _keys: dict[Path, bytes] = {}
@@ -72,9 +74,9 @@ def _key() -> bytes:
         return key
 
 
-def _mac(values: tuple | list) -> str:
+def _mac(values: tuple | list, version: str = VERSION) -> str:
     message = json.dumps(list(values), separators=(",", ":"), ensure_ascii=False)
-    return VERSION + ":" + hmac.new(_key(), message.encode(), hashlib.sha256).hexdigest()
+    return version + ":" + hmac.new(_key(), message.encode(), hashlib.sha256).hexdigest()
 
 
 def seal(row: dict) -> str:
@@ -83,10 +85,13 @@ def seal(row: dict) -> str:
 
 
 def intact(signature: str | None, *values) -> bool:
-    """Whether `signature` seals these column values (SEALED order); False without a key."""
+    """Whether `signature` seals these column values (SEALED order); False without a key. A v1
+    seal covers the SEALED_V1 columns only: written before v2, it never saw `reused_from`."""
     if not signature:
         return False
     try:
+        if signature.startswith("v1:"):
+            return hmac.compare_digest(signature, _mac(values[:len(SEALED_V1)], "v1"))
         return hmac.compare_digest(signature, _mac(values))
     except SealError:
         return False
