@@ -148,12 +148,15 @@ _REFUSED = (" (a problem file may read only the system, Python and its own folde
 
 def _confine(path: str) -> None:
     """What a problem file may touch: read the system, Python and its own folder; write
-    nothing but /dev/null and the like (no database, no cache, no home)."""
+    nothing but /dev/null and the like and the GPU (no database, no cache, no home)."""
     from workbench.gpu import confine, sandbox
 
     folder = os.path.dirname(os.path.abspath(path))
     package = os.path.dirname(os.path.abspath(__file__))
-    confine.restrict(sandbox.SYSTEM_READ + [folder, package], [], sandbox.DEVICES_RW)
+    # The GPU stays usable for a constructor that needs it (workbench.problems._build_model):
+    # its device files, and this process's own /proc entries CUDA writes at initialisation.
+    confine.restrict(sandbox.SYSTEM_READ + [folder, package], [f"/proc/{os.getpid()}"],
+                     sandbox.DEVICES_RW + sandbox.nvidia_devices())
 
 
 def _child(request: dict, write_fd: int) -> None:

@@ -199,7 +199,7 @@ def worker_launch(cache_dir: Path, base_env: dict[str, str], gpu: int | None):
         gpu_lock.touch()
     policy = {"landlock": s.landlock_abi, "seccomp": s.seccomp, "write": [str(job_dir)],
               "read": _read_paths(cache_dir, env),
-              "rw_files": DEVICES_RW + _nvidia_devices() +
+              "rw_files": DEVICES_RW + nvidia_devices() +
               ([str(gpu_lock)] if gpu is not None else [])}
     env[confine.POLICY_ENV] = json.dumps(policy)
     argv = s.unshare if s.namespaces else []
@@ -282,7 +282,8 @@ def _tool_root(tool: str) -> str:
     return str(folder.parent)
 
 
-def _nvidia_devices() -> list[str]:
+def nvidia_devices() -> list[str]:
+    """This machine's NVIDIA device files (none without a driver)."""
     return sorted(str(p) for p in Path("/dev").glob("nvidia*"))
 
 
