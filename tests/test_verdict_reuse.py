@@ -8,26 +8,17 @@ import pytest
 from click.testing import CliRunner
 
 import workbench.cli as cli
-from workbench.kernel_report import kernel_report, render_markdown
-from workbench.tui import queries as tui_queries
-from workbench.tui.bench_table import flags_text as bench_flags
-from workbench.gpu import executor
+from workbench import cuda_env
 from workbench.gpu.executor import EvalSettings
+from workbench.gpu.simulated import TOY_PROBLEM as PROBLEM
 from workbench.gpu.verdict import empty
 from workbench.gpu.verifier import record, request_for, reused_verdict
+from workbench.kernel_report import kernel_report, render_markdown
 from workbench.problems import load_problem
 from workbench.store import Store
+from workbench.tui import queries as tui_queries
+from workbench.tui.bench_table import flags_text as bench_flags
 
-PROBLEM = '''"""Doubles its input."""
-import torch
-class Model(torch.nn.Module):
-    def forward(self, x):
-        return x * 2
-def get_inputs():
-    return [torch.randn(64)]
-def get_init_inputs():
-    return []
-'''
 CANDIDATE = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n" \
             "        return x + x\n"
 # The same kernel, commented and laid out differently.
@@ -95,7 +86,7 @@ def test_only_sealed_lasting_verdicts_are_reused(env, monkeypatch):
     assert request_for(problem, RESTYLED, EvalSettings(no_gpu=True)).reuse_key() == key
     assert request_for(problem, CANDIDATE, EvalSettings(no_gpu=True, atol=1e-2)).reuse_key() != key
     # Another torch times the reference anew.
-    monkeypatch.setattr(executor, "torch_version", lambda: "9.9.9")
+    monkeypatch.setattr(cuda_env, "torch_version", lambda: "9.9.9")
     assert request.reuse_key() != key
 
 

@@ -1,10 +1,12 @@
 """Where the CUDA toolkit and the GPUs are, without importing torch or touching a GPU."""
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 
 
@@ -39,6 +41,16 @@ class Gpu:
     compute_cap: str
     driver: str
     memory_mib: int
+
+
+@functools.cache
+def torch_version() -> str:
+    """The installed torch (workers and the problem loader run this interpreter's), read
+    without importing it; "none" without torch."""
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return "none"
 
 
 def list_gpus() -> list[Gpu]:

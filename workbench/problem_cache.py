@@ -6,31 +6,26 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import importlib.metadata
 import json
 import os
 from pathlib import Path
 
-from workbench import problems
+from workbench import cuda_env, problems
 from workbench.problems import Problem, load_problem, resolve
 
 VERSION = "problem cache v1"
 
 
 def _cache_dir() -> Path:
-    base = os.environ.get("KERNEL_WORKBENCH_CACHE") or Path(
-        os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kernel-workbench"
-    return Path(base) / "problems"
+    from workbench.gpu.pool import default_cache_dir  # here: the pool's modules cost ~0.1 s
+
+    return default_cache_dir() / "problems"
 
 
 def _entry(source: str, smoke: bool) -> Path:
-    try:
-        torch_version = importlib.metadata.version("torch")
-    except importlib.metadata.PackageNotFoundError:
-        torch_version = "none"
     # The loader's own code is in the key: a changed description never comes from a stale entry.
     loader = hashlib.sha256(Path(problems.__file__).read_bytes()).hexdigest()
-    key = hashlib.sha256(json.dumps([VERSION, loader, torch_version, smoke, source]).encode()
+    key = hashlib.sha256(json.dumps([VERSION, loader, cuda_env.torch_version(), smoke, source]).encode()
                          ).hexdigest()
     return _cache_dir() / f"{key}.json"
 

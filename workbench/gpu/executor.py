@@ -6,27 +6,17 @@ its place later without touching them.
 """
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 from concurrent.futures import CancelledError, Future
 from dataclasses import asdict, dataclass, field
-from importlib import metadata
 from typing import Protocol
 
+from workbench import cuda_env
 from workbench.source_key import source_key
 
 # Settings that change how long work may take or how much runs at once, never what a verdict says.
 _NOT_IN_VERDICT = ("compile_timeout_s", "run_timeout_s", "verify_workers")
-
-
-@functools.cache
-def torch_version() -> str:
-    """The installed torch (the workers run this interpreter's), read without importing it."""
-    try:
-        return metadata.version("torch")
-    except metadata.PackageNotFoundError:
-        return "none"
 
 
 @dataclass
@@ -69,7 +59,7 @@ class EvalRequest:
         problem = hashlib.sha256(self.problem_source.encode()).hexdigest()
         return hashlib.sha256(json.dumps(
             ["reuse v2", problem, source_key(self.candidate_source), settings, self.atol,
-             self.rtol, self.flops, self.min_bytes, self.dtype, torch_version()],
+             self.rtol, self.flops, self.min_bytes, self.dtype, cuda_env.torch_version()],
             sort_keys=True).encode()
         ).hexdigest()
 
