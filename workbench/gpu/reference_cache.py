@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import secrets
 import shutil
 from pathlib import Path
+
+from workbench.gpu import sandbox
 
 SUBDIRS = ("inductor", "triton")   # under a job's tmp/ (workbench.gpu.sandbox._env)
 MAX_BYTES = 64 << 20   # larger is not worth copying at every launch (the launcher thread copies)
@@ -48,19 +49,8 @@ def keep(cache_dir: Path, ref_key: str, job_dir: Path) -> bool:
     dest = _folder(cache_dir, ref_key)
     if dest.exists():
         return False
-    files = [(sub, f) for sub in SUBDIRS for f in (job_dir / "tmp" / sub).rglob("*")
-             if f.is_file() and not f.is_symlink()]
-    if not files or sum(f.stat().st_size for _, f in files) > MAX_BYTES:
+    files = [(f, Path(sub) / f.relative_to(job_dir / "tmp" / sub)) for sub in SUBDIRS
+             for f in (job_dir / "tmp" / sub).rglob("*") if f.is_file() and not f.is_symlink()]
+    if not files or sum(f.stat().st_size for f, _ in files) > MAX_BYTES:
         return False
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    staging = dest.parent / f".{ref_key}.{secrets.token_hex(4)}"
-    try:
-        for sub, f in files:
-            target = staging / sub / f.relative_to(job_dir / "tmp" / sub)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(f, target)
-        staging.rename(dest)
-        return True
-    except OSError:  # another worker's copy landed first, or the job dir went away
-        shutil.rmtree(staging, ignore_errors=True)
-        return False
+    return sandbox.publish(files, dest)

@@ -299,19 +299,30 @@ def harvest(build_root: Path, ext_dir: Path) -> list[str]:
         dest = ext_dir / key[:2] / key
         if any(dest.glob("*.so")):
             continue
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        staging = dest.parent / f".{key}.{secrets.token_hex(4)}"
-        staging.mkdir()
-        for f in build.iterdir():
-            if f.is_file() and not f.is_symlink() and not f.name.startswith(".kwb"):
-                shutil.copy2(f, staging / f.name)
+        files = [(f, Path(f.name)) for f in build.iterdir()
+                 if f.is_file() and not f.is_symlink() and not f.name.startswith(".kwb")]
         shutil.rmtree(dest, ignore_errors=True)  # an old build dir without a .so
-        try:
-            os.rename(staging, dest)
+        if publish(files, dest):
             added.append(key)
-        except OSError:  # another worker's copy landed first
-            shutil.rmtree(staging, ignore_errors=True)
     return added
+
+
+def publish(files: list[tuple[Path, Path]], dest: Path) -> bool:
+    """Copy (file, path under dest) pairs into the shared cache as one rename, so readers see
+    all of it or nothing. False when another copy landed first or a file went away."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    staging = dest.parent / f".{dest.name}.{secrets.token_hex(4)}"
+    try:
+        staging.mkdir()
+        for source, relative in files:
+            target = staging / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+        os.rename(staging, dest)
+        return True
+    except OSError:
+        shutil.rmtree(staging, ignore_errors=True)
+        return False
 
 
 def sweep_jobs(cache_dir: Path) -> None:
