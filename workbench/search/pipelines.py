@@ -277,8 +277,10 @@ class Pipelines:
             source = self.store.get("kernels", kid)["source"]
             request = request_for(self.problem, source, self.settings.eval, label=f"kernel {kid}")
             reused = None if retime else reused_verdict(self.store, request)
-            if reused is not None:
-                submitted.append((kid, reused))
+            if reused is not None:   # its verdict is known: a future already done
+                done: Future = Future()
+                done.set_result(reused)
+                submitted.append((kid, done))
                 continue
             try:
                 future = self.executor.submit(request)
@@ -294,7 +296,7 @@ class Pipelines:
         try:
             for kid, future in submitted:
                 try:
-                    verdict = future if isinstance(future, dict) else future.result()
+                    verdict = future.result()
                 except CancelledError:   # stopped on purpose: no verdict, verified on resume
                     cancelled.append(kid)
                     continue
