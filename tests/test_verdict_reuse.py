@@ -11,6 +11,7 @@ import workbench.cli as cli
 from workbench import cuda_env
 from workbench.gpu.executor import EvalSettings
 from workbench.gpu.simulated import TOY_PROBLEM as PROBLEM
+from workbench.gpu import verifier
 from workbench.gpu.verdict import empty
 from workbench.gpu.verifier import record, request_for, reused_verdict
 from workbench.kernel_report import kernel_report, render_markdown
@@ -82,6 +83,13 @@ def test_only_sealed_lasting_verdicts_are_reused(env, monkeypatch):
     assert reused_verdict(store, request) is None
     evaluation = store.add_evaluation(kernel, {"status": "compile_error", "reuse_key": key})
     assert reused_verdict(store, request)["reused_from"] == evaluation
+    # A GPU verdict is reused only on a machine with that GPU model.
+    timed = store.add_evaluation(kernel, {"status": "correct", "reuse_key": key,
+                                          "gpu": "NVIDIA H200"})
+    monkeypatch.setattr(verifier, "_gpu_models", lambda: frozenset())
+    assert reused_verdict(store, request) is None
+    monkeypatch.setattr(verifier, "_gpu_models", lambda: frozenset({"NVIDIA H200"}))
+    assert reused_verdict(store, request)["reused_from"] == timed
     # Comments and layout aside the same; a changed tolerance is not.
     assert request_for(problem, RESTYLED, EvalSettings(no_gpu=True)).reuse_key() == key
     assert request_for(problem, CANDIDATE, EvalSettings(no_gpu=True, atol=1e-2)).reuse_key() != key

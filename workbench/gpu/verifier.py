@@ -1,6 +1,7 @@
 """Glue between callers and the executor: build requests, store what comes back."""
 from __future__ import annotations
 
+import functools
 import json
 
 from workbench import cuda_env
@@ -24,6 +25,13 @@ def request_for(problem: Problem, candidate_source: str, settings: EvalSettings,
         settings=settings, label=label)
 
 
+@functools.cache
+def _gpu_models() -> frozenset[str]:
+    """This machine's GPU models, asked once: nvidia-smi for every reused kernel of a round
+    adds up, and the GPUs do not change under a running process."""
+    return frozenset(g.name for g in cuda_env.list_gpus())
+
+
 def reused_verdict(store: Store, request: EvalRequest) -> dict | None:
     """The verdict already stored for the same source (comments and layout aside), problem and
     settings, with `reused_from` naming its evaluation; None when there is none to reuse.
@@ -33,7 +41,7 @@ def reused_verdict(store: Store, request: EvalRequest) -> dict | None:
     if row is None:
         return None
     verdict = json.loads(row["verdict"]) if isinstance(row["verdict"], str) else row["verdict"]
-    if verdict.get("gpu") and verdict["gpu"] not in {g.name for g in cuda_env.list_gpus()}:
+    if verdict.get("gpu") and verdict["gpu"] not in _gpu_models():
         return None
     return {**verdict, "reused_from": row["id"]}
 
