@@ -185,4 +185,5 @@ def enter() -> None:
         _seccomp()
     from workbench.gpu import observe
 
-    observe.install(read, write + policy["rw_files"], origin=policy["write"][0])
+    observe.install(read, write + policy["rw_files"], origin=policy["write"][0],
+                    generated=policy.get("generated", []))

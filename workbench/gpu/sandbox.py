@@ -199,6 +199,7 @@ def worker_launch(cache_dir: Path, base_env: dict[str, str], gpu: int | None):
         gpu_lock.touch()
     policy = {"landlock": s.landlock_abi, "seccomp": s.seccomp, "write": [str(job_dir)],
               "read": _read_paths(cache_dir, env),
+              "generated": [env["TORCHINDUCTOR_CACHE_DIR"], env["TRITON_CACHE_DIR"]],
               "rw_files": DEVICES_RW + nvidia_devices() +
               ([str(gpu_lock)] if gpu is not None else [])}
     env[confine.POLICY_ENV] = json.dumps(policy)

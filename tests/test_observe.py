@@ -1,0 +1,51 @@
+"""The worker's audit hook names what the candidate tried, and only the candidate: code that
+inductor or Triton generated for the reference lives in the job directory too (measured on the
+H200: a reference compiled from a kept cache read the keeping job's paths, and every verdict
+came out `flagged: sandbox`)."""
+import json
+import subprocess
+import sys
+import textwrap
+
+SCRIPT = textwrap.dedent("""
+    import json, sys
+    from pathlib import Path
+    from workbench.gpu import observe
+    job = Path(sys.argv[1])
+    observe.install(read=[sys.prefix], write=[str(job)], origin=str(job),
+                    generated=[str(job / "tmp" / "inductor")])
+    for where in sys.argv[2:]:
+        code = "def go(p):\\n    try:\\n        open(p).close()\\n    except OSError:\\n        pass\\n"
+        ns = {}
+        exec(compile(code, str(job / where), "exec"), ns)
+        ns["go"]("/etc/hostname")
+    print(json.dumps(observe.annotate({"status": "correct"})))
+""")
+
+
+def _verdict(tmp_path, *files: str) -> dict:
+    job = tmp_path / "job"
+    (job / "tmp" / "inductor").mkdir(parents=True)
+    out = subprocess.run([sys.executable, "-c", SCRIPT, str(job), *files], capture_output=True,
+                         text=True, timeout=60, check=True).stdout
+    return json.loads(out.splitlines()[-1])
+
+
+def test_the_candidates_own_read_is_named_and_flags(tmp_path):
+    v = _verdict(tmp_path, "candidate/candidate.py")
+    assert v["status"] == "flagged"
+    assert "read /etc/hostname" in v["flags"][0]["reason"]
+
+
+def test_reference_code_generated_in_the_job_directory_is_not_the_candidate(tmp_path):
+    v = _verdict(tmp_path, "tmp/inductor/pt/abc.py")
+    assert v == {"status": "correct"}
+
+
+def test_harness_code_outside_the_job_directory_is_not_the_candidate(tmp_path):
+    code = ("import json,sys; from workbench.gpu import observe; "
+            "observe.install(read=[sys.prefix], write=[sys.argv[1]], origin=sys.argv[1]); "
+            "open('/etc/hostname').close(); print(json.dumps(observe.annotate({'status': 'correct'})))")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
+                         text=True, timeout=60, check=True).stdout
+    assert json.loads(out) == {"status": "correct"}
