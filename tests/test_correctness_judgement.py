@@ -337,3 +337,26 @@ def test_float64_is_skipped_where_it_could_outlast_the_watchdog(monkeypatch):
     out = _check(load("triu_matmul"), lambda r: Honest("triu_matmul", r))
     assert out.failure is None and out.reference_precision.startswith("as the problem's dtype")
     assert "skipped" in out.reference_precision
+
+
+class _NoFloat64Jitter(torch.nn.Module):
+    """A reference with no float64 kernel (cuDNN's LSTM on the H200 was judged this way) whose
+    every call nudges one element by 1e-3 of the output's RMS: its run-to-run jitter."""
+    calls = 0
+
+    def forward(self, x):
+        if x.dtype == torch.float64:
+            raise RuntimeError("no float64 kernel")
+        out = torch.tanh(x)
+        _NoFloat64Jitter.calls += 1
+        flat = out.reshape(-1)
+        flat[_NoFloat64Jitter.calls % flat.numel()] += 1e-3 * float(flat.pow(2).mean().sqrt())
+        return out
+
+
+def test_jitter_counts_in_every_trial_without_a_float64_truth():
+    mod = types.SimpleNamespace(get_inputs=lambda: [torch.randn(32, 32)])
+    out = correctness.check(mod, _NoFloat64Jitter(), _NoFloat64Jitter(), SEEDS, 6, 1e-4, 1e-4)
+    assert out.reference_precision.startswith("as the problem's dtype")
+    assert out.failure is None, out.failure
+    assert out.trials == 6

@@ -128,10 +128,13 @@ def answer(ref, ref64: Reference64, base: list, jitter_rel: list[float] | None =
         truths = refs
     slack, err_rel = [], 0.0
     for k, (r, t) in enumerate(zip(refs, truths)):
-        if not r.is_floating_point() or t is r:
+        if not r.is_floating_point():
             slack.append(0.0)
             continue
-        err = rms_diff(r, t)
+        # Without a float64 truth (t is r) the run-to-run jitter is all that is known of the
+        # reference's own error, and it counts in every trial, not only the first (cuDNN's LSTM
+        # on the H200 failed its own copy on a later trial, 7.6e-6 off where 4.2e-6 was allowed).
+        err = rms_diff(r, t) if t is not r else 0.0
         scale = rms(t)
         jitter = (jitter_rel[k] if jitter_rel else 0.0) * scale
         slack.append(judge.allowance(err, jitter))
