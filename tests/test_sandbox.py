@@ -148,6 +148,22 @@ def test_connect_to_a_local_port_is_refused(pool):
     assert "HOSTILE refused" in v["build_log"] and "network" in kinds(v)
 
 
+def test_a_build_planted_under_another_key_is_not_harvested(pool):
+    # The parent copies only builds it granted a CPU slot for: the worker ran candidate code.
+    v = pool.evaluate(_request(source("hostile_plant_build")))
+    assert "HOSTILE planted" in v["build_log"]
+    assert list((pool.cache_dir / "ext").glob("*/c0ffee*")) == []
+
+
+def test_harvest_takes_only_the_granted_keys(tmp_path):
+    granted, planted = "a" * 64, "b" * 64
+    for key in (granted, planted):
+        (tmp_path / "build" / key).mkdir(parents=True)
+        (tmp_path / "build" / key / f"ext_{key[:12]}.so").write_bytes(b"so")
+    assert sandbox.harvest(tmp_path / "build", tmp_path / "ext", {granted}) == [granted]
+    assert [p.name for p in (tmp_path / "ext").glob("*/*")] == [granted]
+
+
 @needs_sandbox
 def test_shared_cache_is_read_only(pool):
     so = pool.cache_dir / "ext" / "ab" / ("ab" + "0" * 62) / "victim.so"

@@ -68,7 +68,7 @@ def _sanitize(name: str) -> str:
 
 def install(cache_dir: Path, recorder: BuildRecorder, gate=None) -> None:
     """Replace load_inline; builds go to $KWB_BUILD_DIR/<key>, hits load from cache_dir/ext.
-    A build (a miss) runs inside `gate.slot()`: the parent hands out CPU slots, so a build's time
+    A build (a miss) runs inside `gate.slot(key)`: the parent hands out CPU slots, so a build's time
     limit starts when it gets one, not when it starts to wait."""
     import torch
     import torch.utils.cpp_extension as ce
@@ -127,7 +127,7 @@ def install(cache_dir: Path, recorder: BuildRecorder, gate=None) -> None:
         if cuda:
             sources.append(_write(build_dir / "cuda.cu", "\n".join(head + cuda)))
 
-        with gate.slot() if gate else nullcontext():
+        with gate.slot(key) if gate else nullcontext():
             start = time.perf_counter()
             module = ce.load(ext_name, sources, extra_cflags=cflags, extra_cuda_cflags=cuda_flags,
                              extra_ldflags=ldflags, extra_include_paths=includes,

@@ -248,7 +248,7 @@ class LocalPool:
             preexec_fn=launch.preexec, start_new_session=True, text=True)
         os.close(write_fd)
         worker = Worker(proc, read_fd, nonce, log, gpu, key, on_finish=sandboxed.close,
-                        on_ready=on_ready)
+                        on_ready=on_ready, builds=launch.builds)
         # Chosen here, in secret: a candidate cannot predict its inputs.
         worker.send({**job, "nonce": nonce,
                      "seeds": [secrets.randbits(31) for _ in range(job["settings"]["trials"] + 2)]})

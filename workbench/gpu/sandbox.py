@@ -158,6 +158,9 @@ class Launch:
     cwd: str
     job_dir: Path
     parent: int = field(default_factory=os.getpid)
+    # Build keys the parent granted a CPU slot for: only these are harvested. The worker runs
+    # candidate code, so any other directory in its build folder may be a planted one.
+    builds: set[str] = field(default_factory=set)
 
     def command(self, *worker_args: str) -> list[str]:
         return [*self.argv, sys.executable, "-m", "workbench.gpu.worker", *worker_args]
@@ -203,13 +206,13 @@ def worker_launch(cache_dir: Path, base_env: dict[str, str], gpu: int | None):
               "rw_files": DEVICES_RW + nvidia_devices() +
               ([str(gpu_lock)] if gpu is not None else [])}
     env[confine.POLICY_ENV] = json.dumps(policy)
-    argv = s.unshare if s.namespaces else []
+    launch = Launch(s.unshare if s.namespaces else [], env, str(job_dir), job_dir)
     try:
-        yield Launch(argv, env, str(job_dir), job_dir)
+        yield launch
     finally:
         if not s.namespaces:  # no PID namespace to take them down with the worker
             kill_leftovers(job_dir)
-        harvest(job_dir / "build", cache_dir / "ext")
+        harvest(job_dir / "build", cache_dir / "ext", launch.builds)
         shutil.rmtree(job_dir, ignore_errors=True)
 
 
@@ -288,13 +291,13 @@ def nvidia_devices() -> list[str]:
     return sorted(str(p) for p in Path("/dev").glob("nvidia*"))
 
 
-def harvest(build_root: Path, ext_dir: Path) -> list[str]:
-    """Copy each finished build (a directory named by its key, holding a .so) into the cache;
-    regular files only, never a link. Returns the keys added."""
+def harvest(build_root: Path, ext_dir: Path, keys: set[str]) -> list[str]:
+    """Copy each finished build of `keys` (a directory named by its key, holding a .so) into the
+    cache; regular files only, never a link. Returns the keys added."""
     added = []
     for build in (build_root.iterdir() if build_root.is_dir() else []):
         key = build.name
-        if len(key) != 64 or not any(p.is_file() and not p.is_symlink()
+        if key not in keys or len(key) != 64 or not any(p.is_file() and not p.is_symlink()
                                      for p in build.glob("*.so")):
             continue
         dest = ext_dir / key[:2] / key

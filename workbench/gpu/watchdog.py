@@ -149,6 +149,8 @@ def follow(worker: Worker, settings: EvalSettings, slots: threading.Semaphore,
                 holds_slot = _grant_slot(worker, slots, cancelled)
                 if not holds_slot:
                     continue  # it died or the pool is closing: its stream ends next
+                if isinstance(msg.get("key"), str):
+                    worker.builds.add(msg["key"])
                 watch.on_phase("building", {}, time.monotonic())
     finally:
         if holds_slot:

@@ -62,12 +62,12 @@ class BuildGate:
     def __init__(self, chan: Channel) -> None:
         self._chan = chan
 
-    def slot(self):
+    def slot(self, key: str):
         gate = self
 
         class _Slot:
             def __enter__(self):
-                gate._chan.phase("build_queue")
+                gate._chan.phase("build_queue", key=key)  # the parent harvests granted keys only
                 if gate._chan.receive() is None:
                     raise RuntimeError("the verifier withdrew this build")
                 gate._chan.phase("building")
