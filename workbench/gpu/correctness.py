@@ -209,7 +209,8 @@ def check(problem, ref, cand, seeds: list[int], trials: int, atol: float, rtol: 
             dist, base, a = drawn
             if jitter is None:
                 jitter = _jitter(ref, base, a, beat)
-                a.slack = [s + j * rms(t) for s, j, t in zip(a.slack, jitter, a.truths)]
+                a.slack = [s + judge.allowance(0.0, j * rms(t))
+                           for s, j, t in zip(a.slack, jitter, a.truths)]
             outcome.reference_error_rel = max(outcome.reference_error_rel, a.err_rel)
             out_bytes = sum(r.numel() * r.element_size() for r in a.refs)
             inp.poison_allocator(4 * out_bytes + (64 << 20))

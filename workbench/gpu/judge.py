@@ -19,12 +19,15 @@ ZERO_SHARE = 0.01        # more exact zeros than this: zeros are structure (tria
 # around its own kernel (KernelBench level 3, its mnist2 example: 91% on the H200) is not.
 PYTORCH_MOST = 0.95
 BELOW_FLOOR = 0.85       # measured ceilings sit a little under the true peaks: allow 15%
+# The reference's run-to-run difference is measured once; where it is random (KernelBench's
+# LSTM draws its initial state on every call) the next pair differs by more about half the time.
+JITTER_FACTOR = 2.0
 
 
 def allowance(ref_err_rms: float, ref_jitter: float = 0.0) -> float:
     """Absolute slack on top of atol/rtol: the reference's own rounding error (RMS of fp32 vs
     fp64) and its own run-to-run difference."""
-    return NOISE_FACTOR * ref_err_rms + ref_jitter
+    return NOISE_FACTOR * ref_err_rms + JITTER_FACTOR * ref_jitter
 
 
 def allowed_variants(zero_share: float, distinct: int, sample: int) -> set[str]:
