@@ -154,6 +154,24 @@ def test_doctor_line_without_ncu(monkeypatch):
     assert nsight.unavailable([]).startswith("no GPU")
 
 
+def test_a_required_sandbox_means_no_ncu_profile(stored, monkeypatch):
+    # ncu runs the kernel outside the sandbox's layers: where the full sandbox is required,
+    # nothing is profiled, and every way in (the command, the app, the seeds) says so.
+    from workbench.gpu import sandbox
+
+    store, kid, _ = stored
+    monkeypatch.setattr(ncu, "find_ncu", lambda: "/usr/local/cuda/bin/ncu")
+    monkeypatch.setattr(ncu, "counters_restricted", lambda: False)
+    assert nsight.unavailable([0]) is None
+    monkeypatch.setenv(sandbox.REQUIRE_ENV, "1")
+    why = nsight.unavailable([0])
+    assert why.startswith("not profiled: ncu runs the kernel outside") and "require" in why
+    assert nsight.profile_kernel(store, kid, Path("/nonexistent"), 0) == {"error": why}
+    result = CliRunner().invoke(main, ["profile", str(kid), "--db", str(store.path), "--gpu", "0"])
+    assert result.exit_code == 1 and result.output.strip().splitlines()[-1] == f"ncu: {why}"
+    assert "ncu" not in store.kernel_profiles(kid)
+
+
 def test_seeds_are_profiled_before_ideation_when_ncu_can_run(env, monkeypatch, tmp_path):
     from test_evidence_prompts import EvidenceExecutor, Script, provider
 

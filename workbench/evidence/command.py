@@ -29,8 +29,8 @@ def profile(kernel_id: int, db_path: str | None, gpu: int | None, timeout_s: flo
         gpus = [g.index for g in cuda_env.list_gpus()] if gpu is None else [gpu]
         problem = nsight.unavailable(gpus)
         if problem is None:
-            click.echo(f"profiling kernel {kernel_id} with Nsight Compute on GPU {gpus[0]} ...",
-                       err=True)
+            click.echo(f"profiling kernel {kernel_id} with Nsight Compute on GPU {gpus[0]} "
+                       f"({nsight.OUTSIDE}) ...", err=True)
             problem = nsight.profile_kernel(store, kernel_id, default_cache_dir(), gpus[0],
                                             timeout_s).get("error")
     click.echo(report.text(store, kernel_id))

@@ -3,7 +3,8 @@
 The profiled program (workbench.gpu.profile_worker) runs with the verifier worker's environment
 and private job directory (no API keys, private HOME/TMP/build dir) and takes the same GPU lock;
 ncu itself needs the performance counters and its own IPC, so the namespace/Landlock layers of
-the worker sandbox are not applied to it (the kernel has already passed the verifier). A time
+the worker sandbox are not applied to it (the kernel has already passed the verifier). Where
+the user requires the full sandbox, nothing is profiled: less isolation is never silent. A time
 limit kills the whole process group.
 """
 from __future__ import annotations
@@ -22,12 +23,18 @@ from workbench.gpu import confine, ncu, sandbox
 from workbench.store import Store
 
 DEFAULT_TIMEOUT_S = 300.0
+OUTSIDE = ("ncu runs the kernel outside the worker's namespaces, Landlock and seccomp (it needs "
+           "the performance counters and its own IPC), with only the worker's environment and "
+           "private directories")
 
 
 def unavailable(gpus: list[int]) -> str | None:
     """Why ncu cannot profile on this machine, in one line, or None."""
     if not gpus:
         return "no GPU on this machine: Nsight Compute profiles need one"
+    if sandbox.required():
+        return (f"not profiled: {OUTSIDE}, and this machine requires the full sandbox "
+                "([sandbox] require in config.toml, or --require-sandbox)")
     if ncu.find_ncu() is None:
         return "ncu (Nsight Compute) not found: install it or put CUDA's bin/ on PATH"
     if ncu.counters_restricted():
@@ -158,4 +165,7 @@ def doctor_check(gpus: list[int], timeout_s: float = 180.0) -> tuple[str, str, s
         why = ncu.failure(text) or f"exit code {out.returncode}"
         return "warn", f"{tool} ({version}) could not profile a test kernel: {why}", \
             "run `ncu --metrics gpu__time_duration.sum python -c ...` by hand to see why"
-    return "ok", f"{tool} ({version}); profiled a test kernel", ""
+    if sandbox.required():
+        return "warn", f"{tool} ({version}) works, but the full sandbox is required and {OUTSIDE}:" \
+            " no kernel is profiled", "leave [sandbox] require off to get ncu profiles"
+    return "ok", f"{tool} ({version}); profiled a test kernel ({OUTSIDE})", ""
