@@ -143,6 +143,19 @@ def wait_for_spare(pool: LocalPool, request, timeout: float = 60.0) -> float | N
     return None
 
 
+def not_correct(verdicts: list[tuple[str, dict]]) -> list[str]:
+    """Every honest candidate's verdict that is not `correct`, with why: a bare "flagged" in a
+    row once hid a false alarm of the sandbox observer for a whole GPU run."""
+    rows = [f"| {label} | {v['status']} | " +
+            "; ".join([f"{f['kind']}: {f.get('reason', '')}"[:300] for f in v.get("flags") or []] +
+                      [str(v.get("error") or "")[:300]]).strip("; ").replace("|", "/") + " |"
+            for label, v in verdicts if v["status"] != "correct"]
+    if not rows:
+        return [f"All {len(verdicts)} verdicts of honest candidates: correct.", ""]
+    return [f"Honest candidates not judged correct ({len(rows)} of {len(verdicts)}):", "",
+            "| candidate | status | why |", "|---|---|---|", *rows, ""]
+
+
 def pct(xs: list[float], q: float) -> float:
     xs = sorted(xs)
     return xs[min(len(xs) - 1, max(0, round(q * (len(xs) - 1))))]
@@ -222,6 +235,7 @@ def main(out_path: Path | None, width: int | None = None) -> None:
     hang_src = (HERE / "silu_hang.py").read_text()
     hang_build = pool.submit(request_for(problems["silu"], hang_src, EvalSettings(no_gpu=True)))
     cold, cold_labels, cold_wall = run_batch(pool, timeline, problems, items, settings, "cold")
+    honest = list(zip(cold_labels, cold))   # every verdict of an honest candidate, to explain
     ok = sum(v["status"] in ("correct", "flagged") for v in cold)
     emit(f"| batch of 20 cold candidates (prompt convention), 1 GPU | >= 20/min | "
          f"{60 * len(cold) / cold_wall:.1f}/min ({cold_wall:.0f} s; {ok} of 20 verified; "
@@ -235,6 +249,7 @@ def main(out_path: Path | None, width: int | None = None) -> None:
     progress("built batch")
     # Built: the same twenty again, every build a cache hit.
     built, built_labels, built_wall = run_batch(pool, timeline, problems, items, settings, "built")
+    honest += zip(built_labels, built)
     emit(f"| batch of 20 built candidates, 1 GPU | >= 35/min | {60 * len(built) / built_wall:.1f}/min "
          f"({built_wall:.0f} s; GPU busy {100 * timeline.gpu_busy(built_labels) / built_wall:.0f}%) |")
     sections += phase_table("Built batch", timeline, built_labels)
@@ -247,6 +262,7 @@ def main(out_path: Path | None, width: int | None = None) -> None:
         warmups.append(wait_for_spare(pool, silu_warm))
         label = f"warm{i}"
         v, wall = one(pool, timeline, problems["silu"], source, settings, label)
+        honest.append((label, v))
         warm.append(wall)
         warm_labels.append(label)
     emit(f"| cached candidate submitted to a warm pool, to verdict (n={WARM_SAMPLES}) | p50 <= 3 s, "
@@ -264,6 +280,7 @@ def main(out_path: Path | None, width: int | None = None) -> None:
     hang_future = submit(pool, timeline, problems["silu"], hang_src, settings, "hang")
     behind, _ = one(pool, timeline, problems["silu"], source, settings, "behind")
     hv = hang_future.result()
+    honest.append(("behind", behind))
     turn = timeline.span("hang", "gpu")
     emit(f"| hanging kernel -> `timeout` verdict | <= 15 s | {hv['status']} "
          f"{timeline.span('hang', 'submitted'):.1f} s after submission, "
@@ -278,6 +295,7 @@ def main(out_path: Path | None, width: int | None = None) -> None:
         wait_for_spare(pool, request_for(problems[items[i][0]], "", settings))
         alone.append(one(pool, timeline, problems[items[i][0]], items[i][1], settings,
                          f"alone{i}")[0])
+        honest.append((f"alone{i}", alone[-1]))
     pool.shutdown()
     same_built = sum(verdict_sig(a) == verdict_sig(b) for a, b in zip(cold, built))
     same_alone = sum(verdict_sig(a) == verdict_sig(b) for a, b in zip(alone, cold))
@@ -302,6 +320,8 @@ def main(out_path: Path | None, width: int | None = None) -> None:
     sections += ["Standalone eval, cached build, problem validated before, `--retime` (seconds "
                  "from the command's start):", "", "| phase | seconds |", "|---|---|",
                  *[f"| {n} | {s:.2f} |" for n, s in phases.items()], ""]
+
+    sections += not_correct(honest)
 
     import torch
 
