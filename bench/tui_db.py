@@ -84,7 +84,8 @@ def _insert(store: Store, table: str, row: dict) -> int:
 
 def _insert_evaluation(store: Store, row: dict) -> int:
     # Sealed as the verifier's own (workbench.verdict_seal): these stand for real verdicts.
-    return _insert(store, "evaluations", {**row, "signature": verdict_seal.seal(row)})
+    kernel = store.get("kernels", row["kernel_id"])
+    return _insert(store, "evaluations", {**row, "signature": verdict_seal.seal(row, kernel)})
 
 
 def _problem_id(store: Store, name: str) -> int:

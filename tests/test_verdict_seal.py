@@ -89,7 +89,7 @@ def test_store_tells_sealed_from_forged(db):
 def test_which_verdict_a_copy_repeats_is_sealed_and_old_seals_still_hold(db):
     store, _, honest, _ = db
     row = store.latest_evaluation(honest)
-    assert row["signature"].startswith("v2:")
+    assert row["signature"].startswith("v3:")
     conn = sqlite3.connect(store.path)
     conn.execute("update evaluations set reused_from = ? where id = ?", [row["id"], row["id"]])
     conn.commit()
@@ -142,12 +142,61 @@ def test_report_and_export_refuse_a_forged_verdict(db, tmp_path):
 def test_the_key_is_private_and_made_once(tmp_path, monkeypatch):
     path = tmp_path / "data" / "kernel-workbench" / "verdict.key"
     monkeypatch.setenv(verdict_seal.KEY_ENV, str(path))
-    first = verdict_seal.seal({"kernel_id": 1, "status": "correct"})
+    first = verdict_seal.seal({"kernel_id": 1, "status": "correct"}, {"source": "x", "cleared": 0})
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     assert stat.S_IMODE(os.stat(path.parent).st_mode) == 0o700
     verdict_seal._keys.clear()
-    assert verdict_seal.seal({"kernel_id": 1, "status": "correct"}) == first
+    assert verdict_seal.seal({"kernel_id": 1, "status": "correct"},
+                             {"source": "x", "cleared": 0}) == first
     # Another install's key (or none readable) cannot vouch for this one's rows.
     monkeypatch.setenv(verdict_seal.KEY_ENV, str(tmp_path / "other.key"))
-    assert not verdict_seal.intact(first, *[{"kernel_id": 1, "status": "correct"}.get(c)
-                                            for c in verdict_seal.SEALED])
+    assert not verdict_seal.row_intact({"kernel_id": 1, "status": "correct", "signature": first},
+                                       {"source": "x", "cleared": 0})
+
+
+def test_a_verdict_cannot_be_moved_onto_other_code(db, tmp_path):
+    # The seal covers the evaluated kernel's source: what export writes and the app shows.
+    store, sid, honest, _ = db
+    conn = sqlite3.connect(store.path)
+    conn.execute("update kernels set source = ? where id = ?", [KERNEL.format("swapped"), honest])
+    conn.commit()
+    conn.close()
+    assert store.latest_evaluation(honest)["trusted"] is False
+    assert queries.kernel(store, honest)["status"] == "untrusted"
+    assert best_kernel(store, sid) is None
+    result = CliRunner().invoke(main, ["export", str(honest), "--out", str(tmp_path / "o"),
+                                       "--db", str(store.path)])
+    assert result.exit_code == 2 and "untrusted" in result.output
+
+
+def test_a_clearance_counts_only_when_the_store_made_it(db):
+    store, sid, _, _ = db
+    pid = store.get("sessions", sid)["problem_id"]
+    kid = store.add_kernel(pid, KERNEL.format("flagged"), session_id=sid)
+    v = _verdict(3.0)
+    v.update(status="flagged", flags=[{"kind": "caching", "reason": "looks like a cache"}])
+    store.add_evaluation(kid, v)
+    assert best_kernel(store, sid)["id"] != kid          # flagged, not cleared: not a seed
+    conn = sqlite3.connect(store.path)
+    conn.execute("update kernels set cleared = 1 where id = ?", [kid])   # written from outside
+    conn.commit()
+    assert store.latest_evaluation(kid)["trusted"] is False
+    assert best_kernel(store, sid)["id"] != kid
+    conn.execute("update kernels set cleared = 0 where id = ?", [kid])
+    conn.commit()
+    conn.close()
+    store.set_kernel_flags(kid, cleared=True)              # a person clears it (control.py)
+    assert store.latest_evaluation(kid)["trusted"] is True
+    assert best_kernel(store, sid)["id"] == kid           # 3x, flagged and cleared by a person
+
+
+def test_a_v2_seal_still_holds_without_covering_the_kernel(db):
+    store, _, honest, _ = db
+    row = store.latest_evaluation(honest)
+    v2 = verdict_seal._mac([row.get(c) for c in verdict_seal.SEALED], "v2")
+    conn = sqlite3.connect(store.path)
+    conn.execute("update evaluations set signature = ? where id = ?", [v2, row["id"]])
+    conn.commit()
+    conn.close()
+    assert store.latest_evaluation(honest)["trusted"] is True
+    assert queries.kernel(store, honest)["status"] == "correct"

@@ -225,8 +225,20 @@ class Store:
                          pinned: bool | None = None, cleared: bool | None = None) -> None:
         fields = {k: int(v) for k, v in (("pruned", pruned), ("pinned", pinned),
                                          ("cleared", cleared)) if v is not None}
-        if fields:
+        if not fields:
+            return
+        with self.transaction():
+            # The clearance is sealed with each verdict: re-seal the ones that held before it.
+            held = [r for r in self.rows("evaluations", "kernel_id = ?", [kernel_id])
+                    if self.sealed(r)] if "cleared" in fields else []
             self.update("kernels", kernel_id, **fields)
+            kernel = self.get("kernels", kernel_id)
+            for row in held:
+                self.update("evaluations", row["id"], signature=verdict_seal.seal(row, kernel))
+
+    def sealed(self, evaluation: dict) -> bool:
+        """Whether an evaluations row carries the verifier's seal over it and its kernel."""
+        return verdict_seal.row_intact(evaluation, self.get("kernels", evaluation["kernel_id"]))
 
     def add_build(self, kernel_id: int, ok: bool, seconds: float | None, cache_hit: bool,
                   cache_key: str | None, log: str, extensions: list | None = None) -> int:
@@ -243,7 +255,7 @@ class Store:
             evaluation_id = self._insert_evaluation(kernel_id, build_id, verdict, ci)
             # Sealed as stored (read back: SQLite's column affinities may change a value's type).
             self.update("evaluations", evaluation_id, signature=verdict_seal.seal(
-                self.get("evaluations", evaluation_id)))
+                self.get("evaluations", evaluation_id), self.get("kernels", kernel_id)))
         return evaluation_id
 
     def _insert_evaluation(self, kernel_id: int, build_id: int | None, verdict: dict,
@@ -274,9 +286,9 @@ class Store:
             row["reused_from"] = evaluation.get("reused_from") or evaluation["id"]
         with self.transaction():
             copy_id = self.insert("evaluations", {**row, "kernel_id": kernel_id})
-            if verdict_seal.row_intact(self.get("evaluations", evaluation["id"])):
+            if self.sealed(self.get("evaluations", evaluation["id"])):
                 self.update("evaluations", copy_id, signature=verdict_seal.seal(
-                    self.get("evaluations", copy_id)))
+                    self.get("evaluations", copy_id), self.get("kernels", kernel_id)))
         return copy_id
 
     def reusable_evaluation(self, reuse_key: str, statuses: tuple[str, ...]) -> dict | None:
@@ -286,7 +298,7 @@ class Store:
         for row in self.db["evaluations"].rows_where(
                 f"reuse_key = ? and status in ({marks})", [reuse_key, *statuses],
                 order_by="id desc", limit=5):
-            if verdict_seal.row_intact(row):
+            if self.sealed(row):
                 return row
         return None
 
@@ -295,7 +307,7 @@ class Store:
         found = self.rows("evaluations", "kernel_id = ?", [kernel_id], order_by="id desc")
         if not found:
             return None
-        return {**found[0], "trusted": verdict_seal.row_intact(found[0])}
+        return {**found[0], "trusted": self.sealed(found[0])}
 
     # -- hardware evidence (workbench.evidence) -----------------------------------------------
     def add_profile(self, kernel_id: int, kind: str, data: dict, summary: str,

@@ -12,8 +12,11 @@ environment carries no path to it, and the sandbox does not let it read the data
 A database copied to another machine reads as untrusted there unless the key travels with it.
 
 The seal covers every column of the row as stored (SEALED, in this order), so changing any
-figure, flag or status breaks it. A column added to `evaluations` later is not covered until a
-new seal version lists it (v2 added `reused_from`; v1 seals still verify over their columns).
+figure, flag or status breaks it, and the evaluated kernel's source and clearance (KERNEL_SEALED):
+a verdict cannot be moved onto other code (the source is what `export` writes), and a flag
+counts as cleared only when the store cleared it. A column added later is not covered until a
+new seal version lists it (v2 added `reused_from`, v3 the kernel's columns); older seals still
+verify over what they covered.
 """
 from __future__ import annotations
 
@@ -25,13 +28,15 @@ import threading
 from pathlib import Path
 
 KEY_ENV = "KERNEL_WORKBENCH_VERDICT_KEY"   # a path; overrides the default (tests, shared installs)
-VERSION = "v2"
+VERSION = "v3"
 SEALED_V1 = ("kernel_id", "build_id", "status", "gpu", "trials", "atol", "rtol", "max_abs_err",
              "max_rel_err", "trial_errors", "time_ms", "ci95_lo_ms", "ci95_hi_ms", "samples",
              "ref_eager_ms", "ref_compile_ms", "speedup_eager", "speedup_compile", "floor_ms",
              "flags", "error", "verdict", "created_at")
 # v2 adds which evaluation a reused verdict copies; v1 seals (older rows) still verify.
 SEALED = SEALED_V1 + ("reused_from",)
+# v3 adds the evaluated kernel's row: what was verified, and whether a person cleared its flags.
+KERNEL_SEALED = ("source", "cleared")
 SQL_FUNCTION = "kwb_verdict_sealed"
 
 _keys: dict[Path, bytes] = {}
@@ -79,36 +84,41 @@ def _mac(values: tuple | list, version: str = VERSION) -> str:
     return version + ":" + hmac.new(_key(), message.encode(), hashlib.sha256).hexdigest()
 
 
-def seal(row: dict) -> str:
-    """The seal of an evaluations row as stored (read back from the database)."""
-    return _mac([row.get(c) for c in SEALED])
+def _values(row: dict, kernel: dict) -> list:
+    return [row.get(c) for c in SEALED] + [kernel.get(c) for c in KERNEL_SEALED]
+
+
+def seal(row: dict, kernel: dict) -> str:
+    """The seal of an evaluations row and its kernel's row, as stored (read back)."""
+    return _mac(_values(row, kernel))
 
 
 def intact(signature: str | None, *values) -> bool:
-    """Whether `signature` seals these column values (SEALED order); False without a key. A v1
-    seal covers the SEALED_V1 columns only: written before v2, it never saw `reused_from`."""
+    """Whether `signature` seals these values (SEALED, then KERNEL_SEALED); False without a key.
+    Older seals cover their own prefix: v1 never saw `reused_from`, v2 never saw the kernel."""
     if not signature:
         return False
+    covered = {"v1:": len(SEALED_V1), "v2:": len(SEALED)}.get(signature[:3], len(values))
     try:
-        if signature.startswith("v1:"):
-            return hmac.compare_digest(signature, _mac(values[:len(SEALED_V1)], "v1"))
-        return hmac.compare_digest(signature, _mac(values))
+        return hmac.compare_digest(signature, _mac(values[:covered], signature[:2]))
     except SealError:
         return False
 
 
-def row_intact(row: dict) -> bool:
-    return intact(row.get("signature"), *[row.get(c) for c in SEALED])
+def row_intact(row: dict, kernel: dict) -> bool:
+    return intact(row.get("signature"), *_values(row, kernel))
 
 
 def sql(alias: str = "e") -> str:
     """A SQL expression, true when the evaluation row `alias` carries a valid seal."""
-    return f"{SQL_FUNCTION}({alias}.signature, " + ", ".join(f"{alias}.{c}" for c in SEALED) + ")"
+    kernel = [f"(select {c} from kernels where id = {alias}.kernel_id)" for c in KERNEL_SEALED]
+    return f"{SQL_FUNCTION}({alias}.signature, " + \
+        ", ".join([f"{alias}.{c}" for c in SEALED] + kernel) + ")"
 
 
 def register(conn) -> None:
     """Make `sql()` usable on a sqlite3 connection."""
-    conn.create_function(SQL_FUNCTION, len(SEALED) + 1,
+    conn.create_function(SQL_FUNCTION, len(SEALED) + len(KERNEL_SEALED) + 1,
                          lambda signature, *values: int(intact(signature, *values)))
 
 
