@@ -200,3 +200,18 @@ def test_a_v2_seal_still_holds_without_covering_the_kernel(db):
     conn.close()
     assert store.latest_evaluation(honest)["trusted"] is True
     assert queries.kernel(store, honest)["status"] == "correct"
+
+
+def test_the_bank_and_the_model_table_count_only_sealed_verdicts(db):
+    # The bank seeds sessions and gives prompts their examples; the model table ranks models.
+    from workbench import bank
+    from workbench.model_report import model_table
+
+    store, sid, honest, forged = db
+    assert [e["kernel"] for e in bank.entries(store)] == [honest]
+    call = store.insert("llm_calls", {"session_id": sid, "provider": "openai", "model": "o3",
+                                      "purpose": "implement", "prompt": "p", "response": "r"})
+    for kid in (honest, forged):
+        store.update("kernels", kid, llm_call_id=call)
+    (row,) = model_table(store, [sid])
+    assert row["kernels"] == 2 and row["correct"] == 1 and row["best_speedup_eager"] == 1.5

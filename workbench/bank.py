@@ -10,6 +10,7 @@ import json
 import re
 from dataclasses import dataclass
 
+from workbench import verdict_seal
 from workbench.source_key import source_key
 from workbench.techniques import SHORT, signature
 from workbench.store import Store
@@ -76,7 +77,8 @@ class Query:
 
 def entries(store: Store) -> list[dict]:
     """Every verified kernel, its best verdict, fastest first within each problem; a source
-    seen before (normalised) is listed once, under its first kernel."""
+    seen before (normalised) is listed once, under its first kernel. Only verdicts the verifier
+    sealed count: the bank seeds sessions and its kernels are examples in prompts."""
     rows = store.db.query(
         "select k.id as kernel, k.session_id as session, k.source, k.source_key, "
         "p.id as problem_id, p.name as problem, coalesce(p.family, 'unknown') as family, "
@@ -86,7 +88,7 @@ def entries(store: Store) -> list[dict]:
         "join evaluations e on e.id = (select max(id) from evaluations where kernel_id = k.id) "
         "where k.duplicate_of is null and k.pruned = 0 and e.time_ms is not null and "
         "(e.status = 'correct' or (e.status = 'flagged' and k.cleared = 1)) "
-        "order by p.name, e.time_ms, k.id")
+        f"and {verdict_seal.sql('e')} order by p.name, e.time_ms, k.id")
     out, seen = [], set()
     for row in rows:
         key = (row["problem_id"], row["source_key"] or source_key(row["source"]))

@@ -6,6 +6,8 @@ divided by what the model cost in the selected sessions.
 """
 from __future__ import annotations
 
+from workbench import verdict_seal
+from workbench.kernel_report import counts_as_correct
 from workbench.store import Store
 
 
@@ -23,7 +25,8 @@ def model_table(store: Store, session_ids: list[int]) -> list[dict]:
     rows = {(r["provider"], r["model"]): {**r, "kernels": 0, "correct": 0,
                                           "best_speedup_eager": None} for r in calls}
     kernels = store.db.query(
-        "select c.provider, c.model, e.status, k.cleared, e.speedup_eager from kernels k "
+        "select c.provider, c.model, e.status, k.cleared, e.speedup_eager, "
+        f"(e.id is not null and {verdict_seal.sql('e')}) as trusted from kernels k "
         "join llm_calls c on c.id = k.llm_call_id left join evaluations e on e.id = "
         "(select max(id) from evaluations where kernel_id = k.id) "
         f"where k.session_id in ({marks}) and k.duplicate_of is null and c.copied_from is "
@@ -33,7 +36,7 @@ def model_table(store: Store, session_ids: list[int]) -> list[dict]:
         if row is None:
             continue
         row["kernels"] += 1
-        if k["status"] == "correct" or (k["status"] == "flagged" and k["cleared"]):
+        if counts_as_correct(k["status"], k["cleared"], k["trusted"]):
             row["correct"] += 1
             if k["speedup_eager"] is not None and (row["best_speedup_eager"] is None or
                                                    k["speedup_eager"] > row["best_speedup_eager"]):
