@@ -215,3 +215,16 @@ def test_the_bank_and_the_model_table_count_only_sealed_verdicts(db):
         store.update("kernels", kid, llm_call_id=call)
     (row,) = model_table(store, [sid])
     assert row["kernels"] == 2 and row["correct"] == 1 and row["best_speedup_eager"] == 1.5
+
+
+def test_the_ideas_already_tried_never_quote_a_forged_verdict(db):
+    from workbench.search import queries as search_queries
+
+    store, sid, honest, forged = db
+    rnd = store.insert("rounds", {"session_id": sid, "n": 0, "status": "open", "seeds": "[null]"})
+    for kid, text in ((honest, "Vectorise."), (forged, "Cache the output.")):
+        idea = store.insert("ideas", {"round_id": rnd, "kind": "memory", "text": text,
+                                      "author": "model", "status": "implemented"})
+        store.update("kernels", kid, idea_id=idea)
+    outcomes = {r["text"]: r["outcome"] for r in search_queries.idea_outcomes(store, sid)}
+    assert outcomes == {"Vectorise.": "correct|1.5", "Cache the output.": "untrusted|"}

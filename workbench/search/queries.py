@@ -281,11 +281,15 @@ def reference_eager_ms(store: Store, problem_id: int) -> float | None:
 
 
 def idea_outcomes(store: Store, session_id: int) -> list[dict]:
-    """Every idea of a session with `outcome`: 'status|speedup' of its best kernel, or None."""
+    """Every idea of a session with `outcome`: 'status|speedup' of its best kernel, or None.
+    A verdict without the verifier's seal reads 'untrusted|' (the prompts quote these)."""
+    sealed = verdict_seal.sql("e")
     return _q(
-        store, "select i.id, i.kind, i.text, i.status, (select e.status || '|' || "
-        "coalesce(e.speedup_eager, '') from kernels k " + LATEST + " where k.idea_id = i.id "
-        "and e.id is not null order by e.status != 'correct', e.time_ms limit 1) as outcome "
+        store, f"select i.id, i.kind, i.text, i.status, (select case when {sealed} then "
+        "e.status || '|' || coalesce(e.speedup_eager, '') else 'untrusted|' end "
+        "from kernels k " + LATEST + " where k.idea_id = i.id "
+        f"and e.id is not null order by not {sealed}, e.status != 'correct', e.time_ms "
+        "limit 1) as outcome "
         "from ideas i join rounds r on r.id = i.round_id where r.session_id = ? "
         "order by i.id", [session_id])
 
