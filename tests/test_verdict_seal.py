@@ -228,3 +228,10 @@ def test_the_ideas_already_tried_never_quote_a_forged_verdict(db):
         store.update("kernels", kid, idea_id=idea)
     outcomes = {r["text"]: r["outcome"] for r in search_queries.idea_outcomes(store, sid)}
     assert outcomes == {"Vectorise.": "correct|1.5", "Cache the output.": "untrusted|"}
+    # Nor the reference's eager time the prompts quote: the forged row is newer (1.0 there too).
+    conn = sqlite3.connect(store.path)
+    conn.execute("update evaluations set ref_eager_ms = 99.0 where kernel_id = ?", [forged])
+    conn.commit()
+    conn.close()
+    pid = store.get("sessions", sid)["problem_id"]
+    assert search_queries.reference_eager_ms(store, pid) == 1.0

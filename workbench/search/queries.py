@@ -272,11 +272,12 @@ def spent(store: Store, session_id: int) -> tuple[int, float]:
 
 
 def reference_eager_ms(store: Store, problem_id: int) -> float | None:
-    """The latest measured PyTorch eager time of a problem's reference, if any."""
+    """The latest PyTorch eager time of a problem's reference that the verifier measured (a
+    sealed verdict), if any."""
     row = next(store.db.query(
         "select e.ref_eager_ms from evaluations e join kernels k on k.id = e.kernel_id "
-        "where k.problem_id = ? and e.ref_eager_ms is not null order by e.id desc "
-        "limit 1", [problem_id]), None)
+        f"where k.problem_id = ? and e.ref_eager_ms is not null and {verdict_seal.sql('e')} "
+        "order by e.id desc limit 1", [problem_id]), None)
     return row["ref_eager_ms"] if row else None
 
 
