@@ -103,6 +103,26 @@ def test_reference_cache_comes_only_from_workers_no_candidate_touched(pool, monk
     assert planted[:2] == [False, False] and planted[-1] is True, planted
 
 
+def test_a_pool_without_spares_keeps_the_reference_cache_of_its_first_worker(
+        tmp_path, simulated, monkeypatch):
+    # A one-off `eval` has no spare: its first worker gets the candidate only once ready, so
+    # the next `eval` of the problem starts its reference compile from the kept cache.
+    planted = []
+    plant = reference_cache.plant
+    monkeypatch.setattr(reference_cache, "plant", lambda *a: planted.append(plant(*a)) or planted[-1])
+    p = LocalPool(gpus=[0], cache_dir=tmp_path / "cache", spares=False)
+    try:
+        req = request(WRITE_CACHE.format(name="poison") + HONEST)
+        req.problem_source = WRITE_CACHE.format(name="compiled") + PROBLEM
+        assert p.submit(req).result()["status"] == "flagged"
+        kept = sorted(f.name for f in (p.cache_dir / "reference").rglob("*") if f.is_file())
+        assert kept == ["compiled"]
+        assert p.submit(req).result()["status"] == "flagged"
+        assert planted == [False, True]
+    finally:
+        p.shutdown(cancel=True)
+
+
 def test_reference_cache_copies_regular_files_once(tmp_path, monkeypatch):
     job, cache = tmp_path / "job", tmp_path / "cache"
     (job / "tmp" / "inductor" / "fx").mkdir(parents=True)

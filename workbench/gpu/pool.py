@@ -26,7 +26,7 @@ from pathlib import Path
 
 from workbench import cuda_env
 from workbench.gpu import buildlog, guards, reference_cache, resources, sandbox, watchdog
-from workbench.gpu.executor import EvalRequest, EvaluationCancelled
+from workbench.gpu.executor import EvalRequest, EvalSettings, EvaluationCancelled
 from workbench.gpu.spares import Spares
 from workbench.gpu.verdict import empty
 from workbench.gpu.workers import Worker
@@ -254,6 +254,21 @@ class LocalPool:
                      "seeds": [secrets.randbits(31) for _ in range(job["settings"]["trials"] + 2)]})
         return worker
 
+    def _ready_to_keep(self, job: dict, worker: Worker, settings: EvalSettings,
+                       token: threading.Event) -> None:
+        """Without spares (a one-off `eval`) no worker reaches "ready" untouched, so none would
+        keep the reference's compile cache: the first of a problem gets its candidate only once
+        ready (the cache is kept then). Free for a cached build; a cold build starts after the
+        reference is prepared, once per problem and machine. A worker that dies or overruns its
+        start-up limit meanwhile is left to the watchdog."""
+        if self.spares.enabled or job["mode"] != "full" or \
+                reference_cache.kept(self.cache_dir, reference_cache.key(job)):
+            return
+        end = worker.started + settings.run_timeout_s
+        while not worker.ready.wait(0.1):
+            if token.is_set() or not worker.alive() or time.monotonic() > end:
+                return
+
     def _run_worker(self, request: EvalRequest, gpu: int | None,
                     token: threading.Event) -> dict:
         job, key = self._job(request, gpu)
@@ -264,6 +279,7 @@ class LocalPool:
             worker.kill()
         try:
             since = time.monotonic()
+            self._ready_to_keep(job, worker, request.settings, token)
             worker.hand_over({"candidate_source": request.candidate_source})
             on_phase = (lambda phase: self.on_phase(request.label, phase)) if self.on_phase else None
             result = watchdog.follow(worker, request.settings, self._slots, token, on_phase,

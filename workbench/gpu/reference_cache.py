@@ -32,6 +32,10 @@ def _folder(cache_dir: Path, ref_key: str) -> Path:
     return cache_dir / "reference" / ref_key[:2] / ref_key
 
 
+def kept(cache_dir: Path, ref_key: str) -> bool:
+    return _folder(cache_dir, ref_key).is_dir()
+
+
 def plant(cache_dir: Path, ref_key: str, job_dir: Path) -> bool:
     """Give a new worker's job directory its own copy of the kept caches; False if none."""
     kept = _folder(cache_dir, ref_key)
