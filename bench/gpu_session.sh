@@ -5,9 +5,10 @@
 #   bash bench/gpu_session.sh tests                 # pytest -m gpu
 #   bash bench/gpu_session.sh sweep evidence        # KernelBench sweep, evidence + sandbox cost
 #   bash bench/gpu_session.sh verifier              # verifier bench
+#   bash bench/gpu_session.sh sweep verifier        # both in one call (~8.5 min)
 #
-# Parts: tests (~6 min), sweep (~4 min, needs ./.kb with level1-3 of KernelBench), evidence
-# (~4 min: bench/evidence_cost.py and bench/sandbox_bench.py), verifier (~6 min), verifier-wide
+# Parts: tests (~7 min), sweep (~3.5 min, needs ./.kb with level1-3 of KernelBench), evidence
+# (~4 min: bench/evidence_cost.py and bench/sandbox_bench.py), verifier (~5 min), verifier-wide
 # (the same bench with cores - 2 candidates in flight: is the default width the limit?).
 # Dependencies: wheels in ./.whl (made by the device-wheels tool) are installed into /tmp/site
 # when present; the box's torch is used as it is.
@@ -16,6 +17,12 @@ OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 T0=$(date +%s)
 elapsed() { echo $(( $(date +%s) - T0 )); }
+# A part's time limit: its own, or what is left of the device call (KWB_CALL_S, default 590 s
+# of the 600 s limit), so the script stops a part itself and still prints what it wrote.
+limit() {
+  local left=$(( ${KWB_CALL_S:-590} - $(elapsed) - 5 ))
+  left=$(( left < 1 ? 1 : left )); echo $(( left < $1 ? left : $1 ))
+}
 
 if [ -d .whl ]; then
   grep -v cuobjdump .whl/requirements.txt > /tmp/kwb-req.txt
@@ -38,20 +45,20 @@ for part in "$@"; do
         --junitxml="$OUT/gpu.xml" tests > "$OUT/pytest.txt" 2>&1
       echo "tests rc=$?"; grep -E "FAILED|ERROR" "$OUT/pytest.txt" | tail -15; tail -1 "$OUT/pytest.txt" ;;
     sweep)
-      timeout 260 python3 bench/kernelbench_sweep.py .kb --budget-s 230 --json "$OUT/sweep.json" \
+      timeout $(limit 260) python3 bench/kernelbench_sweep.py .kb --budget-s $(( $(limit 260) - 30 )) --json "$OUT/sweep.json" \
         > "$OUT/sweep.md" 2> "$OUT/sweep.err"
       echo "sweep rc=$?"; head -3 "$OUT/sweep.md"; grep "^| level" "$OUT/sweep.md" ;;
     verifier)
-      timeout 540 python3 bench/verifier_bench.py "$OUT/verifier_bench.md" > "$OUT/verifier_bench.out" 2>&1
+      timeout $(limit 540) python3 bench/verifier_bench.py "$OUT/verifier_bench.md" > "$OUT/verifier_bench.out" 2>&1
       echo "verifier rc=$?"; grep -E "^(\||\[)|no spare|spares died" "$OUT/verifier_bench.out" | head -20 ;;
     verifier-wide)   # the same with more candidates in flight than the default (cores - 2)
-      timeout 540 python3 bench/verifier_bench.py "$OUT/verifier_bench_wide.md" \
+      timeout $(limit 540) python3 bench/verifier_bench.py "$OUT/verifier_bench_wide.md" \
         --verify-workers $(( $(nproc) - 2 )) > "$OUT/verifier_bench_wide.out" 2>&1
       echo "verifier-wide rc=$?"; grep -E "^(\||\[)|no spare|spares died" "$OUT/verifier_bench_wide.out" | head -20 ;;
     evidence)
-      timeout 150 python3 bench/evidence_cost.py "$OUT/evidence_cost.md" > "$OUT/evidence_cost.out" 2>&1
+      timeout $(limit 150) python3 bench/evidence_cost.py "$OUT/evidence_cost.md" > "$OUT/evidence_cost.out" 2>&1
       echo "evidence rc=$?"; tail -4 "$OUT/evidence_cost.out"
-      timeout 150 python3 bench/sandbox_bench.py --rounds 3 "$OUT/sandbox_bench.md" > "$OUT/sandbox_bench.out" 2>&1
+      timeout $(limit 150) python3 bench/sandbox_bench.py --rounds 3 "$OUT/sandbox_bench.md" > "$OUT/sandbox_bench.out" 2>&1
       echo "sandbox rc=$?"; tail -6 "$OUT/sandbox_bench.out" ;;
     *) echo "unknown part: $part (tests, sweep, evidence, verifier, verifier-wide)"; exit 2 ;;
   esac
