@@ -87,17 +87,30 @@ WRITE_CACHE = ("import os, pathlib\n_d = pathlib.Path(os.environ['TORCHINDUCTOR_
                "_d.mkdir(parents=True, exist_ok=True)\n(_d / '{name}').write_text('{name}')\n")
 
 
-def test_reference_cache_comes_only_from_workers_no_candidate_touched(pool, monkeypatch):
-    planted = []
-    plant = reference_cache.plant
-    monkeypatch.setattr(reference_cache, "plant", lambda *a: planted.append(plant(*a)) or planted[-1])
+def cache_writing_request() -> EvalRequest:
     req = request(WRITE_CACHE.format(name="poison") + HONEST)
     req.problem_source = WRITE_CACHE.format(name="compiled") + PROBLEM
+    return req
+
+
+def record_plants(monkeypatch) -> list:
+    """Whether each worker started from now on got a kept reference cache."""
+    planted, plant = [], reference_cache.plant
+    monkeypatch.setattr(reference_cache, "plant", lambda *a: planted.append(plant(*a)) or planted[-1])
+    return planted
+
+
+def kept_files(cache_dir) -> list[str]:
+    return sorted(f.name for f in (cache_dir / "reference").rglob("*") if f.is_file())
+
+
+def test_reference_cache_comes_only_from_workers_no_candidate_touched(pool, monkeypatch):
+    planted = record_plants(monkeypatch)
+    req = cache_writing_request()
     # A fresh worker gets its candidate before it is ready: never kept. Its spare is kept.
     assert pool.submit(req).result()["status"] == "flagged"
     assert wait_for(lambda: any(w.ready.is_set() for w in pool.spares.waiting()))
-    kept = sorted(p.name for p in (pool.cache_dir / "reference").rglob("*") if p.is_file())
-    assert kept == ["compiled"]
+    assert kept_files(pool.cache_dir) == ["compiled"]
     # The next candidate takes that spare; the spare started after it gets a copy.
     assert pool.submit(req).result()["status"] == "flagged"
     assert planted[:2] == [False, False] and planted[-1] is True, planted
@@ -107,16 +120,12 @@ def test_a_pool_without_spares_keeps_the_reference_cache_of_its_first_worker(
         tmp_path, simulated, monkeypatch):
     # A one-off `eval` has no spare: its first worker gets the candidate only once ready, so
     # the next `eval` of the problem starts its reference compile from the kept cache.
-    planted = []
-    plant = reference_cache.plant
-    monkeypatch.setattr(reference_cache, "plant", lambda *a: planted.append(plant(*a)) or planted[-1])
+    planted = record_plants(monkeypatch)
     p = LocalPool(gpus=[0], cache_dir=tmp_path / "cache", spares=False)
     try:
-        req = request(WRITE_CACHE.format(name="poison") + HONEST)
-        req.problem_source = WRITE_CACHE.format(name="compiled") + PROBLEM
+        req = cache_writing_request()
         assert p.submit(req).result()["status"] == "flagged"
-        kept = sorted(f.name for f in (p.cache_dir / "reference").rglob("*") if f.is_file())
-        assert kept == ["compiled"]
+        assert kept_files(p.cache_dir) == ["compiled"]
         assert p.submit(req).result()["status"] == "flagged"
         assert planted == [False, True]
     finally:

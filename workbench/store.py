@@ -230,8 +230,9 @@ class Store(EvidenceQueries):
             return
         with self.transaction():
             # The clearance is sealed with each verdict: re-seal the ones that held before it.
+            before = self.get("kernels", kernel_id)
             held = [r for r in self.rows("evaluations", "kernel_id = ?", [kernel_id])
-                    if self.sealed(r)] if "cleared" in fields else []
+                    if verdict_seal.row_intact(r, before)] if "cleared" in fields else []
             self.update("kernels", kernel_id, **fields)
             kernel = self.get("kernels", kernel_id)
             for row in held:

@@ -149,20 +149,16 @@ def _become_init() -> None:
                      else 128 + os.WTERMSIG(status))
 
 
-def restrict(read: list[str], write: list[str], rw_files: list[str]) -> list[str]:
+def restrict(read: list[str], write: list[str], rw_files: list[str]) -> None:
     """No new privileges, then Landlock and seccomp where this kernel has them, for a process
-    that runs a file it did not write (the problem loader's children). Returns the layers
-    applied; the worker's own policy goes through enter()."""
+    that runs a file it did not write (the problem loader's children); the worker's own policy
+    goes through enter()."""
     _no_new_privs()
-    applied = ["no_new_privs"]
     abi = landlock_abi()
     if abi:
         _landlock(abi, read + _python_paths(), write, rw_files)
-        applied.append("landlock")
     if seccomp_arch():
         _seccomp()
-        applied.append("seccomp")
-    return applied
 
 
 def enter() -> None:

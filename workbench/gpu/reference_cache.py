@@ -38,12 +38,12 @@ def kept(cache_dir: Path, ref_key: str) -> bool:
 
 def plant(cache_dir: Path, ref_key: str, job_dir: Path) -> bool:
     """Give a new worker's job directory its own copy of the kept caches; False if none."""
-    kept = _folder(cache_dir, ref_key)
-    if not kept.is_dir():
+    if not kept(cache_dir, ref_key):
         return False
+    folder = _folder(cache_dir, ref_key)
     for sub in SUBDIRS:
-        if (kept / sub).is_dir():
-            shutil.copytree(kept / sub, job_dir / "tmp" / sub, symlinks=False, dirs_exist_ok=True)
+        if (folder / sub).is_dir():
+            shutil.copytree(folder / sub, job_dir / "tmp" / sub, symlinks=False, dirs_exist_ok=True)
     return True
 
 
