@@ -7,6 +7,8 @@ import subprocess
 import sys
 import textwrap
 
+from workbench.gpu import sandbox
+
 SCRIPT = textwrap.dedent("""
     import json, sys
     from pathlib import Path
@@ -49,3 +51,21 @@ def test_harness_code_outside_the_job_directory_is_not_the_candidate(tmp_path):
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
                          text=True, timeout=60, check=True).stdout
     assert json.loads(out) == {"status": "correct"}
+
+
+def test_the_worker_imports_the_harness_from_outside_its_job_directory(tmp_path, monkeypatch):
+    # The worker imports workbench from its PYTHONPATH; from the job directory, the harness's
+    # own reads (the kept reference cache's paths) flagged every verdict on the H200.
+    monkeypatch.setattr(sandbox, "_prepare", lambda cache_dir, gpu: None)
+    code = ("import json,sys,os; from workbench.gpu import observe; "
+            "observe.install(read=[sys.prefix], write=[sys.argv[1]], origin=sys.argv[1]); "
+            # a read by harness code, as the module file it was imported from names it
+            "exec(compile(\"open('/etc/hostname').close()\", observe.__file__, 'exec')); "
+            "print(json.dumps([observe.__file__, observe.annotate({'status': 'correct'})]))")
+    for _ in range(2):  # the second launch reuses the link
+        with sandbox.worker_launch(tmp_path / "cache", {}, None) as launch:
+            out = subprocess.run([sys.executable, "-c", code, str(launch.job_dir)],
+                                 env=launch.env, cwd=launch.cwd, capture_output=True, text=True,
+                                 timeout=60, check=True).stdout
+            where, v = json.loads(out)
+            assert not where.startswith(str(launch.job_dir)) and v == {"status": "correct"}

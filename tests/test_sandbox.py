@@ -111,7 +111,7 @@ def test_required_sandbox_refuses_when_a_layer_is_missing(monkeypatch):
 def test_worker_environment_is_an_allowlist(monkeypatch, tmp_path):
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "x")
     monkeypatch.setenv("KERNEL_WORKBENCH_DB", "/somewhere/kernels.db")
-    env = sandbox._env({"TORCH_CUDA_ARCH_LIST": "9.0"}, None, tmp_path)
+    env = sandbox._env({"TORCH_CUDA_ARCH_LIST": "9.0"}, None, tmp_path, tmp_path / "py")
     assert "AWS_SECRET_ACCESS_KEY" not in env and "KERNEL_WORKBENCH_DB" not in env
     assert env["HOME"] == str(tmp_path) and env["TORCH_CUDA_ARCH_LIST"] == "9.0"
 

@@ -192,11 +192,9 @@ def worker_launch(cache_dir: Path, base_env: dict[str, str], gpu: int | None):
     # before the first build lands must still see the builds harvested later.
     (cache_dir / "ext").mkdir(exist_ok=True)
     job_dir = jobs / f"{os.getpid()}-{secrets.token_hex(6)}"
-    for sub in ("build", "tmp", "py"):
+    for sub in ("build", "tmp"):
         (job_dir / sub).mkdir(parents=True)
-    # Only the package on the import path: its parent may hold the database.
-    (job_dir / "py" / "workbench").symlink_to(Path(workbench.__file__).resolve().parent)
-    env = _env(base_env, gpu, job_dir)
+    env = _env(base_env, gpu, job_dir, _harness_path(cache_dir))
     gpu_lock = cache_dir / f"gpu{gpu}.lock"
     if gpu is not None:
         gpu_lock.touch()
@@ -235,14 +233,15 @@ def kill_leftovers(job_dir: Path) -> list[int]:
     return killed
 
 
-def _env(base_env: dict[str, str], gpu: int | None, job_dir: Path) -> dict[str, str]:
+def _env(base_env: dict[str, str], gpu: int | None, job_dir: Path,
+         harness: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k in ENV_NAMES or k.startswith(ENV_PREFIXES)}
     env.update(base_env)
     private = {"HOME": job_dir, "TMPDIR": job_dir / "tmp", BUILD_ENV: job_dir / "build",
                "TORCH_EXTENSIONS_DIR": job_dir / "build", "XDG_CACHE_HOME": job_dir / "tmp",
                "TORCHINDUCTOR_CACHE_DIR": job_dir / "tmp" / "inductor",
                "TRITON_CACHE_DIR": job_dir / "tmp" / "triton",
-               "CUDA_CACHE_PATH": job_dir / "tmp" / "nv", "PYTHONPATH": job_dir / "py",
+               "CUDA_CACHE_PATH": job_dir / "tmp" / "nv", "PYTHONPATH": harness,
                # In-process compiles: inductor's worker pool needs /dev/shm, shared with the host.
                "TORCHINDUCTOR_COMPILE_THREADS": 1}
     env.update({k: str(v) for k, v in private.items()})
@@ -259,8 +258,24 @@ def _env(base_env: dict[str, str], gpu: int | None, job_dir: Path) -> dict[str, 
     return env
 
 
+def _harness_path(cache_dir: Path) -> Path:
+    """The worker's import path: only the workbench package (its parent may hold the database),
+    outside the job directory. Code imported from the job directory counts as the candidate's
+    (observe.py): from there, the harness's own reads were blamed on every candidate (measured
+    on the H200), and the candidate could have swapped the modules the harness imports later."""
+    path = cache_dir / "py"
+    path.mkdir(parents=True, exist_ok=True)
+    link, target = path / "workbench", Path(workbench.__file__).resolve().parent
+    if not link.is_symlink() or link.resolve() != target:
+        spare = path / f".workbench-{os.getpid()}-{secrets.token_hex(4)}"
+        spare.symlink_to(target)
+        os.replace(spare, link)  # atomic: a worker starting now sees the old link or the new
+    return path
+
+
 def _read_paths(cache_dir: Path, env: dict[str, str]) -> list[str]:
     paths = list(SYSTEM_READ) + [str(cache_dir / "ext"), str(cache_dir / "ceilings.json"),
+                                 str(cache_dir / "py"),
                                  str(Path(workbench.__file__).resolve().parent)]
     paths += [p for p in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]
     if env.get("CUDA_HOME"):
