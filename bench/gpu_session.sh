@@ -33,7 +33,9 @@ else
   export PYTHONPATH=$PWD
 fi
 export PYTHONUNBUFFERED=1
-export KWB_COMMIT=${KWB_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+# The device's copy of the tree can carry an older .git than the files: "-dirty" says the files
+# are not that commit (seen 2026-12-01: a run of 43b580c reported 13836fc). Pass KWB_COMMIT then.
+export KWB_COMMIT=${KWB_COMMIT:-$(git describe --always --dirty --abbrev=7 2>/dev/null || echo unknown)}
 echo "setup $(elapsed) s; commit $KWB_COMMIT; $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)"
 
 for part in "$@"; do

@@ -12,7 +12,6 @@ whether the batch verdicts equal each candidate's verdict alone. One GPU (index 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -214,7 +213,31 @@ def main(out_path: Path | None, width: int | None = None) -> None:
 
     t_bench = time.monotonic()
 
+    honest: list[tuple[str, dict]] = []   # every verdict of an honest candidate, to explain
+
+    def render(state: str = "complete") -> str:
+        import torch
+
+        commit = os.environ.get("KWB_COMMIT") or subprocess.run(
+            ["git", "describe", "--always", "--dirty", "--abbrev=7"], capture_output=True, text=True,
+            cwd=ROOT).stdout.strip()
+        return "\n".join([
+            f"### Verdicts in seconds — {time.strftime('%Y-%m-%d')}, "
+            f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}, CUDA "
+            f"{torch.version.cuda}, {os.cpu_count()} cores, commit {commit or '?'} — {state}", "",
+            f"{pool.verify_workers} candidates in flight; bench wall "
+            f"{time.monotonic() - t_bench:.0f} s.", "",
+            "| measure | target | result |", "|---|---|---|", *rows, "", *sections,
+            *not_correct(honest)])
+
+    def save(state: str) -> None:
+        """The report so far, rewritten after each stage: a run cut short keeps its tables."""
+        if out_path:
+            out_path.parent.mkdir(parents=True, exist_ok=True)
+            out_path.write_text(render(state))
+
     def progress(what: str) -> None:  # where a run cut short stopped
+        save(f"partial, stopped before: {what}")
         print(f"[{time.monotonic() - t_bench:5.0f} s] {what}", flush=True)
     problems = {n: load_problem(n, smoke=False) for n in ("silu", "softmax")}
     work = Path(tempfile.mkdtemp(prefix="kwb-bench-"))
@@ -230,12 +253,13 @@ def main(out_path: Path | None, width: int | None = None) -> None:
         pool.prewarm(request_for(problems[name], "", settings))
     silu_warm = request_for(problems["silu"], "", settings)
     first = wait_for_spare(pool, silu_warm, timeout=300)
-    progress(f"first spare ready after {first if first is None else round(first, 1)} s "
-             "(a fresh cache: torch's precompiled header and the ceilings first)")
+    waited = "none" if first is None else f"{first:.1f} s"
+    print(f"[{time.monotonic() - t_bench:5.0f} s] first spare ready after {waited} (a fresh "
+          "cache: torch's precompiled header and the ceilings first)", flush=True)
     hang_src = (HERE / "silu_hang.py").read_text()
     hang_build = pool.submit(request_for(problems["silu"], hang_src, EvalSettings(no_gpu=True)))
     cold, cold_labels, cold_wall = run_batch(pool, timeline, problems, items, settings, "cold")
-    honest = list(zip(cold_labels, cold))   # every verdict of an honest candidate, to explain
+    honest += zip(cold_labels, cold)
     ok = sum(v["status"] in ("correct", "flagged") for v in cold)
     emit(f"| batch of 20 cold candidates (prompt convention), 1 GPU | >= 20/min | "
          f"{60 * len(cold) / cold_wall:.1f}/min ({cold_wall:.0f} s; {ok} of 20 verified; "
@@ -321,25 +345,8 @@ def main(out_path: Path | None, width: int | None = None) -> None:
                  "from the command's start):", "", "| phase | seconds |", "|---|---|",
                  *[f"| {n} | {s:.2f} |" for n, s in phases.items()], ""]
 
-    sections += not_correct(honest)
-
-    import torch
-
-    commit = os.environ.get("KWB_COMMIT") or subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-        cwd=ROOT).stdout.strip()
-    lines = [f"### Verdicts in seconds — {time.strftime('%Y-%m-%d')}, "
-             f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}, CUDA "
-             f"{torch.version.cuda}, {os.cpu_count()} cores, commit {commit or '?'}", "",
-             f"{pool.verify_workers} candidates in flight; bench wall "
-             f"{time.monotonic() - t_bench:.0f} s.", "",
-             "| measure | target | result |", "|---|---|---|", *rows, "", *sections]
-    text = "\n".join(lines)
-    if out_path:
-        out_path.parent.mkdir(parents=True, exist_ok=True)
-        out_path.write_text(text)
-    print(text)
-
+    save("complete")
+    print(render())
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
