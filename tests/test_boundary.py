@@ -8,8 +8,8 @@ from pathlib import Path
 import workbench
 
 ROOT = Path(workbench.__file__).parent
-WORKER_SIDE = ["worker", "evaluate", "buildhook", "inputs", "timing", "runtime_guards", "stats",
-               "compare", "confine", "observe", "prepare"]
+WORKER_SIDE = ["worker", "builder", "evaluate", "buildhook", "inputs", "timing", "runtime_guards",
+               "stats", "compare", "confine", "observe", "prepare"]
 
 
 def _imports(path: Path) -> set[str]:

@@ -3,10 +3,12 @@ warm spares, the adaptive watchdog, build slots and several GPUs."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
-from workbench.gpu import reference_cache
+from workbench.gpu import buildhook, reference_cache
+from workbench.gpu.clean_build import BuildCancelled, BuildTimeout
 from workbench.gpu.executor import EvalRequest, EvalSettings
 from workbench.gpu.pool import LocalPool
 from workbench.gpu.simulated import TOY_CANDIDATE as HONEST
@@ -31,13 +33,29 @@ def record_launches(pool: LocalPool) -> list:
     return launched
 
 
-def fake_build(seconds: float, tag: str) -> str:
-    """A candidate whose load_inline 'build' (a miss with its own key) takes `seconds` of
-    sleep instead of nvcc: the build queue and lock are the real ones."""
-    return (f"import time, types\nimport torch.utils.cpp_extension as ce\n"
-            f"ce.load = lambda *a, **k: (time.sleep({seconds}), types.SimpleNamespace())[1]\n"
+def fake_build(tag: str) -> str:
+    """A candidate whose load_inline misses the cache (a key of its own) and goes to the pool's
+    builder; it does not import what was built (the sleeping builder below writes no real .so)."""
+    return (f"import types\nimport torch.utils.cpp_extension as ce\n"
+            f"ce._import_module_from_library = lambda *a, **k: types.SimpleNamespace()\n"
             f"ext = ce.load_inline(name='x', cpp_sources='// {tag}', extra_cflags=['-DX'])\n"
             + HONEST)
+
+
+def sleeping_builder(cache_dir: Path, seconds: float):
+    """A pool builder whose build is `seconds` of sleep instead of nvcc: the build queue, the
+    CPU slots and the limits are the real ones."""
+    def build(spec: dict, timeout_s: float, cancelled) -> str:
+        if cancelled.wait(min(seconds, max(0.0, timeout_s))):
+            raise BuildCancelled()
+        if seconds > timeout_s:
+            raise BuildTimeout()
+        key = buildhook.build_key(spec)
+        folder = cache_dir / "ext" / key[:2] / key
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{buildhook.ext_name(spec, key)}.so").write_bytes(b"")
+        return key
+    return build
 
 
 def request(source: str, label: str = "k", **settings) -> EvalRequest:
@@ -238,10 +256,11 @@ def test_hang_on_the_gpu_is_killed_and_the_gpu_released(pool):
 
 def test_build_limit_counts_only_its_own_build(tmp_path):
     """Three 3 s builds through one CPU slot take 9 s; each is within its 5 s limit."""
-    pool = LocalPool(gpus=[], cache_dir=tmp_path / "cache", build_slots=1)
+    pool = LocalPool(gpus=[], cache_dir=tmp_path / "cache", build_slots=1,
+                     builder=sleeping_builder(tmp_path / "cache", 3))
     try:
         pool.prewarm(request(HONEST, no_gpu=True))
-        futures = [pool.submit(request(fake_build(3, f"k{i}"), no_gpu=True,
+        futures = [pool.submit(request(fake_build(f"k{i}"), no_gpu=True,
                                        compile_timeout_s=5)) for i in range(3)]
         verdicts = [f.result() for f in futures]
     finally:

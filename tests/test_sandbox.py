@@ -38,19 +38,9 @@ PROBLEM = textwrap.dedent("""
 """)
 
 
-
-
 def _request(source: str, **settings) -> EvalRequest:
     return EvalRequest("p", PROBLEM, source, 1e-4, 1e-4, None, 0,
                        settings=EvalSettings(no_gpu=True, **settings), label="hostile")
-
-
-
-
-
-
-
-
 
 
 @pytest.fixture(scope="module")
@@ -175,8 +165,6 @@ def test_shared_cache_is_read_only(pool):
     assert "HOSTILE wrote" not in v["build_log"]
     assert so.read_bytes() == b"original"
     assert not (pool.cache_dir / "kwb_hostile_marker_cache").exists()
-
-
 
 
 @needs_sandbox

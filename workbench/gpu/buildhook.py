@@ -6,9 +6,10 @@ with an equivalent that:
     candidate never builds twice and two candidates sharing a name never share a build dir;
   - leaves torch headers out of the .cu when the CUDA source doesn't use torch (raw-pointer
     launchers): nvcc on torch/types.h alone costs ~28 s;
-  - builds in the worker's private directory (BUILD_ENV) and only reads the shared cache: the
-    parent copies a finished build into the cache (workbench.gpu.sandbox.harvest), so a
-    candidate can never write what another candidate loads;
+  - only reads the shared cache: a miss goes to the parent, whose clean builder (a sandboxed
+    process that runs no candidate code, workbench.gpu.clean_build) builds the call's
+    arguments under the key the parent computes itself, so a candidate can never place what
+    another candidate loads;
   - uses torch's precompiled torch/extension.h for the C++ binding unit when the parent's trusted
     set-up (workbench.gpu.prepare) has built it;
   - records what it was given, for the verdict and for export.
@@ -22,10 +23,10 @@ import os
 import re
 import sys
 import time
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from pathlib import Path
 
-HOOK_VERSION = "1"
+HOOK_VERSION = "2"  # 2: with_cuda in the key (the builder honours it)
 # Anything here in a CUDA source means it needs torch's headers.
 TORCH_IN_CUDA = re.compile(r"\btorch\b|\bat::|\bc10\b|\bTensor\b|TORCH_|AT_DISPATCH|AT_ASSERT|<ATen/")
 OPT_FLAG = re.compile(r"^-O\d?$")
@@ -62,84 +63,129 @@ class BuildRecorder:
 
 
 def _sanitize(name: str) -> str:
-    clean = re.sub(r"\W", "_", name) or "ext"
+    clean = re.sub(r"\W", "_", str(name)) or "ext"
     return clean if not clean[0].isdigit() else "e" + clean
 
 
-def install(cache_dir: Path, recorder: BuildRecorder, gate=None) -> None:
-    """Replace load_inline; builds go to $KWB_BUILD_DIR/<key>, hits load from cache_dir/ext.
-    A build (a miss) runs inside `gate.slot(key)`: the parent hands out CPU slots, so a build's time
-    limit starts when it gets one, not when it starts to wait."""
+def toolchain() -> str:
+    """What a build depends on besides its own arguments (part of its key)."""
     import torch
+
+    return (f"{torch.__version__}|{torch.version.cuda}|{os.environ.get('TORCH_CUDA_ARCH_LIST')}|"
+            f"{sys.version_info[:2]}")
+
+
+def spec_of(name, cpp_sources, cuda_sources=None, functions=None, extra_cflags=None,
+            extra_cuda_cflags=None, extra_ldflags=None, extra_include_paths=None,
+            with_cuda=None, with_pytorch_error_handling=True) -> dict:
+    """A load_inline call as plain data: everything its build depends on, nothing else."""
+    cuda = _listify(cuda_sources)
+    if isinstance(functions, str):
+        functions = [functions]
+    fn_map = functions if isinstance(functions, dict) else (
+        {f: f for f in functions} if functions is not None else None)
+    record = {"name": str(name), "cpp_sources": _listify(cpp_sources), "cuda_sources": cuda,
+              "functions": list(fn_map) if fn_map is not None else None,
+              "extra_cflags": _listify(extra_cflags), "extra_cuda_cflags": _listify(extra_cuda_cflags),
+              "extra_ldflags": _listify(extra_ldflags),
+              "extra_include_paths": _listify(extra_include_paths)}
+    return {"toolchain": toolchain(), "record": record, "fn_map": fn_map,
+            "error_handling": bool(with_pytorch_error_handling),
+            "with_cuda": bool(with_cuda) if with_cuda is not None else bool(cuda)}
+
+
+def build_key(spec: dict) -> str:
+    """The cache key of a build. Standard library only: the parent computes it from the spec
+    itself rather than trusting a worker that ran candidate code."""
+    return hashlib.sha256(json.dumps([HOOK_VERSION, spec], sort_keys=True).encode()).hexdigest()
+
+
+def ext_name(spec: dict, key: str) -> str:
+    return f"{_sanitize(spec['record']['name'])}_{key[:12]}"
+
+
+def build(spec: dict, build_dir: Path, key: str, load: bool = True):
+    """Build `spec` in `build_dir` with torch's extension builder (ninja); import the module only
+    when `load` (the clean builder never runs what it built)."""
     import torch.utils.cpp_extension as ce
 
     # A load_inline(use_pch=False) deletes torch's shared PCH, under other builds' feet.
     ce.remove_extension_h_precompiler_headers = lambda: None
-    build_root = Path(os.environ[BUILD_ENV])
-    toolchain = f"{torch.__version__}|{torch.version.cuda}|{os.environ.get('TORCH_CUDA_ARCH_LIST')}|{sys.version_info[:2]}"
+    record = spec["record"]
+    cpp, cuda, fn_map = record["cpp_sources"], record["cuda_sources"], spec["fn_map"]
+    build_dir.mkdir(parents=True, exist_ok=True)
+    torch_free_cuda = bool(cuda) and not any(TORCH_IN_CUDA.search(s) for s in cuda)
+    cpp_text = ["#include <torch/extension.h>", *cpp]
+    if fn_map is not None:
+        wrap = "torch::wrap_pybind_function({0})" if spec["error_handling"] else "{0}"
+        cpp_text.append("PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {")
+        cpp_text += [f'm.def("{f}", {wrap.format(f)}, "{doc}");' for f, doc in fn_map.items()]
+        cpp_text.append("}")
+    head = (["#include <cuda.h>", "#include <cuda_runtime.h>"] if torch_free_cuda else
+            ["#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>"])
+    sources = [_write(build_dir / "main.cpp", "\n".join(cpp_text))]
+    if cuda:
+        sources.append(_write(build_dir / "cuda.cu", "\n".join(head + cuda)))
+    # The C++ unit holds only host glue; its -O level doesn't matter and one flag set lets
+    # every candidate share one precompiled header.
+    cflags = [f for f in record["extra_cflags"] if not OPT_FLAG.match(f)]
+    importer = ce._import_module_from_library
+    if not load:
+        ce._import_module_from_library = lambda *args, **kwargs: None
+    try:
+        return ce.load(ext_name(spec, key), sources, extra_cflags=cflags,
+                       extra_cuda_cflags=record["extra_cuda_cflags"],
+                       extra_ldflags=record["extra_ldflags"],
+                       extra_include_paths=record["extra_include_paths"],
+                       build_directory=str(build_dir), with_cuda=spec["with_cuda"],
+                       is_python_module=True, keep_intermediates=True)
+    finally:
+        ce._import_module_from_library = importer
+
+
+def install(cache_dir: Path, recorder: BuildRecorder, gate=None) -> None:
+    """Replace load_inline; hits load from cache_dir/ext. A miss is built by `gate.build(spec)`
+    (the parent's clean builder, which runs no candidate code and returns the key it stored the
+    build under) or, without a gate, here in $KWB_BUILD_DIR/<key>."""
+    import torch.utils.cpp_extension as ce
+
+    ce.remove_extension_h_precompiler_headers = lambda: None
 
     def load_inline(name, cpp_sources, cuda_sources=None, functions=None, extra_cflags=None,
                     extra_cuda_cflags=None, extra_ldflags=None, extra_include_paths=None,
                     build_directory=None, verbose=False, with_cuda=None, is_python_module=True,
                     with_pytorch_error_handling=True, keep_intermediates=True, use_pch=False,
                     **_ignored):
-        cpp = _listify(cpp_sources)
-        cuda = _listify(cuda_sources)
-        if isinstance(functions, str):
-            functions = [functions]
-        fn_map = functions if isinstance(functions, dict) else (
-            {f: f for f in functions} if functions is not None else None)
-        # The C++ unit holds only host glue; its -O level doesn't matter and one flag set
-        # lets every candidate share one precompiled header.
-        cflags = [f for f in _listify(extra_cflags) if not OPT_FLAG.match(f)]
-        cuda_flags = _listify(extra_cuda_cflags)
-        ldflags = _listify(extra_ldflags)
-        includes = _listify(extra_include_paths)
-        record = {"name": name, "cpp_sources": cpp, "cuda_sources": cuda,
-                  "functions": list(fn_map) if fn_map is not None else None,
-                  "extra_cflags": _listify(extra_cflags), "extra_cuda_cflags": cuda_flags,
-                  "extra_ldflags": ldflags, "extra_include_paths": includes}
-        key = hashlib.sha256(json.dumps([HOOK_VERSION, toolchain, record, fn_map,
-                                         with_pytorch_error_handling], sort_keys=True).encode()
-                             ).hexdigest()
-        ext_name = f"{_sanitize(name)}_{key[:12]}"
-        recorder.extensions.append(record)
+        spec = spec_of(name, cpp_sources, cuda_sources, functions, extra_cflags,
+                       extra_cuda_cflags, extra_ldflags, extra_include_paths, with_cuda,
+                       with_pytorch_error_handling)
+        key = build_key(spec)
+        recorder.extensions.append(spec["record"])
+        if not _cached(cache_dir, spec, key):
+            recorder.cache_hit = False
+            if gate is None:
+                start = time.perf_counter()
+                module = build(spec, Path(os.environ[BUILD_ENV]) / key, key)
+                recorder.seconds += time.perf_counter() - start
+                recorder.keys.append(key)
+                return module
+            key, seconds = gate.build(spec)
+            recorder.seconds += seconds
         recorder.keys.append(key)
-        cached = cache_dir / "ext" / key[:2] / key
-        if (cached / f"{ext_name}.so").is_file():
-            start = time.perf_counter()
-            module = ce._import_module_from_library(ext_name, str(cached), is_python_module)
-            recorder.seconds += time.perf_counter() - start
-            return module
-        build_dir = build_root / key
-        build_dir.mkdir(parents=True, exist_ok=True)
-
-        torch_free_cuda = bool(cuda) and not any(TORCH_IN_CUDA.search(s) for s in cuda)
-        cpp_text = ["#include <torch/extension.h>", *cpp]
-        if fn_map is not None:
-            wrap = "torch::wrap_pybind_function({0})" if with_pytorch_error_handling else "{0}"
-            cpp_text.append("PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {")
-            cpp_text += [f'm.def("{f}", {wrap.format(f)}, "{doc}");' for f, doc in fn_map.items()]
-            cpp_text.append("}")
-        head = (["#include <cuda.h>", "#include <cuda_runtime.h>"] if torch_free_cuda else
-                ["#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>"])
-        sources = [_write(build_dir / "main.cpp", "\n".join(cpp_text))]
-        if cuda:
-            sources.append(_write(build_dir / "cuda.cu", "\n".join(head + cuda)))
-
-        with gate.slot(key) if gate else nullcontext():
-            start = time.perf_counter()
-            module = ce.load(ext_name, sources, extra_cflags=cflags, extra_cuda_cflags=cuda_flags,
-                             extra_ldflags=ldflags, extra_include_paths=includes,
-                             build_directory=str(build_dir), verbose=verbose,
-                             with_cuda=with_cuda if with_cuda is not None else bool(cuda),
-                             is_python_module=is_python_module,
-                             keep_intermediates=keep_intermediates)
-            recorder.seconds += time.perf_counter() - start
-        recorder.cache_hit = False
+        start = time.perf_counter()
+        folder = _cached(cache_dir, spec, key)
+        if folder is None:
+            raise RuntimeError(f"the build of {name!r} is missing from the cache")
+        module = ce._import_module_from_library(ext_name(spec, key), str(folder), is_python_module)
+        recorder.seconds += time.perf_counter() - start
         return module
 
     ce.load_inline = load_inline
+
+
+def _cached(cache_dir: Path, spec: dict, key: str) -> Path | None:
+    folder = Path(cache_dir) / "ext" / key[:2] / key
+    return folder if (folder / f"{ext_name(spec, key)}.so").is_file() else None
 
 
 def _write(path: Path, text: str) -> str:

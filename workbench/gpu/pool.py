@@ -1,12 +1,13 @@
 """The local executor: one worker process per candidate, queued across this machine's GPUs.
 
-Each candidate builds and runs in its own process (its own session, so nvcc and ninja die with
-it), bound to one GPU by CUDA_VISIBLE_DEVICES. Start-up is off the critical path: a warm spare
+Each candidate runs in its own process, bound to one GPU by CUDA_VISIBLE_DEVICES. Start-up is off the critical path: a warm spare
 per GPU (workbench.gpu.spares) has already imported torch and prepared the reference when a
 candidate arrives, its torch.compile a hit in a private copy of the compile cache a clean worker
-left (workbench.gpu.reference_cache). Builds queue for CPU slots handed out here, so a build's time limit does not
-depend on how many others run; workers take turns on each GPU through a lock file, so timings
-never overlap, and only correctness and timing hold it. A crash, a hang or an OOM costs only
+left (workbench.gpu.reference_cache). Builds queue for CPU slots handed out here, so a build's
+time limit does not depend on how many others run, and run in a clean builder process
+(workbench.gpu.clean_build), never in the worker that runs the candidate; workers take turns
+on each GPU through a lock file, so timings never overlap, and only correctness and timing hold
+it. A crash, a hang or an OOM costs only
 that worker: the verdict says what happened (workbench.gpu.watchdog owns the limits).
 """
 from __future__ import annotations
@@ -25,7 +26,8 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from workbench import cuda_env
-from workbench.gpu import buildlog, guards, reference_cache, resources, sandbox, watchdog
+from workbench.gpu import (buildlog, clean_build, guards, reference_cache, resources, sandbox,
+                           watchdog)
 from workbench.gpu.executor import EvalRequest, EvalSettings, EvaluationCancelled
 from workbench.gpu.spares import Spares
 from workbench.gpu.verdict import empty
@@ -87,11 +89,12 @@ class LocalPool:
     """Executor over this machine's GPUs (or none: then builds and static guards only).
 
     verify_workers: candidates in flight at once (default from cores and GPUs);
-    build_slots: builds at once (default from cores); spares: keep warm workers waiting."""
+    build_slots: builds at once (default from cores); spares: keep warm workers waiting;
+    builder: what builds a worker's cache miss (default: the clean builder process)."""
 
     def __init__(self, gpus: list[int] | None = None, verify_workers: int | None = None,
                  cache_dir: Path | None = None, on_phase=None, build_slots: int | None = None,
-                 spares: bool = True) -> None:
+                 spares: bool = True, builder: watchdog.Builder | None = None) -> None:
         info = cuda_env.list_gpus()
         self.gpus = [g.index for g in info] if gpus is None else list(gpus)
         self.base_env = cuda_env.build_env(info)
@@ -111,6 +114,7 @@ class LocalPool:
         self._closed = False
         self.spares = Spares(self._launch, enabled=spares)
         self.on_phase = on_phase  # callback(label, phase) for progress displays
+        self._builder = builder or self._clean_build
 
     @property
     def verify_workers(self) -> int:
@@ -248,11 +252,14 @@ class LocalPool:
             preexec_fn=launch.preexec, start_new_session=True, text=True)
         os.close(write_fd)
         worker = Worker(proc, read_fd, nonce, log, gpu, key, on_finish=sandboxed.close,
-                        on_ready=on_ready, builds=launch.builds)
+                        on_ready=on_ready)
         # Chosen here, in secret: a candidate cannot predict its inputs.
         worker.send({**job, "nonce": nonce,
                      "seeds": [secrets.randbits(31) for _ in range(job["settings"]["trials"] + 2)]})
         return worker
+
+    def _clean_build(self, spec: dict, timeout_s: float, cancelled: threading.Event) -> str:
+        return clean_build.build(spec, self.cache_dir, self.base_env, timeout_s, cancelled)
 
     def _ready_to_keep(self, job: dict, worker: Worker, settings: EvalSettings,
                        token: threading.Event) -> None:
@@ -283,7 +290,7 @@ class LocalPool:
             worker.hand_over({"candidate_source": request.candidate_source})
             on_phase = (lambda phase: self.on_phase(request.label, phase)) if self.on_phase else None
             result = watchdog.follow(worker, request.settings, self._slots, token, on_phase,
-                                     since)
+                                     since, builder=self._builder)
         finally:
             text = worker.finish()
             with self._lock:

@@ -10,10 +10,10 @@ Every candidate is LLM-written code. Its worker runs:
     torch, the toolkit, the driver and the build need, no TCP, no ptrace/process_vm_readv/bpf/mount;
   - with an allowlisted environment (no keys, no database path) and PR_SET_PDEATHSIG, so it dies
     with the process that launched it, even on kill -9.
-The worker builds in its job directory and reads the shared build cache read-only; the parent
-copies a successful build into the cache (keyed as workbench.gpu.buildhook keys it) and removes
-the job directory, also after a killed build. Residual risk: a candidate can still place a
-forged .so under a key of its choosing in its own job directory, which the parent then caches.
+A worker reads the shared build cache read-only and builds nothing itself: its misses go to the
+clean builder (workbench.gpu.clean_build), a process launched the same way that runs no
+candidate code; the parent copies the builder's build of the one key it computed into the cache
+and removes every job directory, also after a killed build.
 
 A layer this kernel lacks is named at start (startup_check) and by `doctor`; with
 `--require-sandbox`, KERNEL_WORKBENCH_REQUIRE_SANDBOX=1 or `[sandbox] require = true` in
@@ -158,8 +158,8 @@ class Launch:
     cwd: str
     job_dir: Path
     parent: int = field(default_factory=os.getpid)
-    # Build keys the parent granted a CPU slot for: only these are harvested. The worker runs
-    # candidate code, so any other directory in its build folder may be a planted one.
+    # Build keys the parent computed for a clean builder: only these are harvested. (A worker
+    # runs candidate code: nothing in its folder is ever harvested.)
     builds: set[str] = field(default_factory=set)
 
     def command(self, *worker_args: str) -> list[str]:

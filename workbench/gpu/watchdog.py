@@ -3,7 +3,7 @@
 - Start-up and reference preparation: `run_timeout_s` from the worker's start.
 - Build: `compile_timeout_s` of the candidate's own time. Waiting for a CPU slot (the parent
   queues builds instead of racing them) does not count, so a candidate that builds alone
-  builds in any batch. (Each worker builds in its private directory: no build waits on
+  builds in any batch. (Each build runs in a builder process of its own: no build waits on
   another's lock.)
 - GPU turn: the worker beats before each call; a call may run max(2 s, 100x the reference's
   eager call), at most 12 s, so a hang is killed well within 15 s whatever the problem; the
@@ -15,9 +15,13 @@ import json
 import queue
 import threading
 import time
+from typing import Callable
 
+from workbench.gpu.clean_build import BuildCancelled, BuildTimeout
 from workbench.gpu.executor import EvalSettings
 from workbench.gpu.workers import Worker
+
+Builder = Callable[[dict, float, threading.Event], str]
 
 CALL_MIN_S, CALL_FACTOR, CALL_MAX_S = 2.0, 100.0, 12.0
 BUILD_PHASES = {"compiling", "build_queue", "building", "built"}
@@ -96,73 +100,87 @@ class Watch:
 
 
 def follow(worker: Worker, settings: EvalSettings, slots: threading.Semaphore,
-           cancelled: threading.Event, on_phase=None, since: float = 0.0) -> dict:
-    """Read the worker's messages until its result, enforcing each phase's limit; hand out
-    build slots when it asks. Messages that arrived before `since` (a spare's warm-up) are not
-    passed to `on_phase`."""
+           cancelled: threading.Event, on_phase=None, since: float = 0.0,
+           builder: Builder | None = None) -> dict:
+    """Read the worker's messages until its result, enforcing each phase's limit; build what it
+    asks for, one CPU slot per build, with `builder(spec, timeout_s, cancelled) -> key` (the
+    clean builder; it raises RuntimeError with the compiler's message). Messages that arrived
+    before `since` (a spare's warm-up) are not passed to `on_phase`."""
     watch = Watch(settings, worker.started)
     compiled: dict = {}
     forged = False
-    holds_slot = False
-    try:
-        while True:
-            now = time.monotonic()
-            wait = None if watch.deadline is None else max(0.0, watch.deadline - now)
-            try:
-                t, line = worker.messages.get(timeout=wait)
-            except queue.Empty:
-                worker.kill()
-                return {**compiled, "status": "timeout", "error": watch.timeout_error(now)}
-            if line is None:
-                worker.proc.wait()
-                return {**compiled, "status": "crashed", "error": None}
-            try:
-                msg = json.loads(line)
-            except json.JSONDecodeError:
-                forged = True
-                continue
-            if not isinstance(msg, dict) or msg.get("nonce") != worker.nonce:
-                forged = True
-                continue
-            kind = msg.get("type")
-            if kind == "result":
-                result = msg["verdict"]
-                if forged:
-                    result.setdefault("flags", []).append({
-                        "kind": "forged_result",
-                        "reason": "something other than the evaluator wrote to its result channel"})
-                return result
-            if kind == "beat":
-                watch.beat(t, msg.get("allow_s"))
-                continue
-            phase = str(msg.get("phase", watch.phase))
-            if phase in ("built", "compiled") and holds_slot:
-                slots.release()
-                holds_slot = False
-            watch.on_phase(phase, msg, t)
-            if phase == "compiled":
-                compiled = {k: msg[k] for k in ("compile_s", "cache_hit", "extensions",
-                                                "cache_key") if k in msg}
-            if on_phase and t >= since and phase not in QUIET_PHASES:
-                on_phase(phase)
-            if phase == "build_queue" and not holds_slot:
-                holds_slot = _grant_slot(worker, slots, cancelled)
-                if not holds_slot:
-                    continue  # it died or the pool is closing: its stream ends next
-                if isinstance(msg.get("key"), str):
-                    worker.builds.add(msg["key"])
-                watch.on_phase("building", {}, time.monotonic())
-    finally:
-        if holds_slot:
-            slots.release()
+    while True:
+        now = time.monotonic()
+        wait = None if watch.deadline is None else max(0.0, watch.deadline - now)
+        try:
+            t, line = worker.messages.get(timeout=wait)
+        except queue.Empty:
+            worker.kill()
+            return {**compiled, "status": "timeout", "error": watch.timeout_error(now)}
+        if line is None:
+            worker.proc.wait()
+            return {**compiled, "status": "crashed", "error": None}
+        try:
+            msg = json.loads(line)
+        except json.JSONDecodeError:
+            forged = True
+            continue
+        if not isinstance(msg, dict) or msg.get("nonce") != worker.nonce:
+            forged = True
+            continue
+        kind = msg.get("type")
+        if kind == "result":
+            result = msg["verdict"]
+            if forged:
+                result.setdefault("flags", []).append({
+                    "kind": "forged_result",
+                    "reason": "something other than the evaluator wrote to its result channel"})
+            return result
+        if kind == "beat":
+            watch.beat(t, msg.get("allow_s"))
+            continue
+        phase = str(msg.get("phase", watch.phase))
+        watch.on_phase(phase, msg, t)
+        if phase == "compiled":
+            compiled = {k: msg[k] for k in ("compile_s", "cache_hit", "extensions",
+                                            "cache_key") if k in msg}
+        if on_phase and t >= since and phase not in QUIET_PHASES:
+            on_phase(phase)
+        if phase == "build_queue":
+            reply = _build(worker, watch, msg.get("spec"), slots, cancelled, builder, on_phase)
+            if reply is None:
+                continue  # killed (cancelled, dead): its stream ends next
+            if reply.get("timeout"):
+                return {**compiled, "status": "timeout",
+                        "error": watch.timeout_error(time.monotonic())}
+            worker.send(reply)
 
 
-def _grant_slot(worker: Worker, slots: threading.Semaphore, cancelled: threading.Event) -> bool:
+def _build(worker: Worker, watch: Watch, spec, slots: threading.Semaphore,
+           cancelled: threading.Event, builder: Builder | None, on_phase) -> dict | None:
+    """One build request: wait for a CPU slot (not counted), build against the candidate's
+    build clock, answer {"key"} or {"error"}; {"timeout"} or None once the worker is killed."""
     while not slots.acquire(timeout=0.25):
         if cancelled.is_set() or not worker.alive():
             worker.kill()
-            return False
-    if worker.send({"go": True}):
-        return True
-    slots.release()
-    return False
+            return None
+    try:
+        now = time.monotonic()
+        watch.on_phase("building", {}, now)
+        if on_phase:
+            on_phase("building")
+        if builder is None:
+            return {"error": "this verifier builds nothing (no builder)"}
+        try:
+            key = builder(spec, watch.deadline - now, cancelled)
+            return {"key": key, "seconds": time.monotonic() - now}
+        except BuildTimeout:
+            worker.kill()
+            return {"timeout": True}
+        except BuildCancelled:
+            worker.kill()
+            return None
+        except (RuntimeError, OSError) as e:
+            return {"error": str(e) or type(e).__name__}
+    finally:
+        slots.release()

@@ -5,7 +5,7 @@ so it runs under whatever Python holds torch on a GPU box. The parent (workbench
 starts it as a spare: it reads the job (everything but the candidate) as one JSON line on stdin,
 imports torch, creates its CUDA context and prepares the reference (eager and torch.compile),
 says "ready", and only then reads the candidate's line. It evaluates exactly that one candidate
-and exits. Later stdin lines are the parent's grants of a CPU slot for a build.
+and exits. Later stdin lines are the parent's replies to build requests.
 
 The parent launches it sandboxed (workbench.gpu.sandbox), owns every time limit and kills it on
 a hang; a crash here costs only this candidate. Results go to a private pipe, tagged with a nonce the candidate never
@@ -56,26 +56,23 @@ class Channel:
 
 
 class BuildGate:
-    """Asks the parent for a CPU slot before a build: the wait does not count against the
-    build's time limit."""
+    """A miss goes to the parent: it queues the build for a CPU slot (the wait does not count
+    against the build's time limit) and builds it in a clean process that runs no candidate
+    code; the build lands in the shared cache under the key the parent computed."""
 
     def __init__(self, chan: Channel) -> None:
         self._chan = chan
 
-    def slot(self, key: str):
-        gate = self
-
-        class _Slot:
-            def __enter__(self):
-                gate._chan.phase("build_queue", key=key)  # the parent harvests granted keys only
-                if gate._chan.receive() is None:
-                    raise RuntimeError("the verifier withdrew this build")
-                gate._chan.phase("building")
-
-            def __exit__(self, *exc):
-                gate._chan.phase("built")
-
-        return _Slot()
+    def build(self, spec: dict) -> tuple[str, float]:
+        """The key the build is cached under, and the build's own seconds (not the queue's)."""
+        self._chan.phase("build_queue", spec=spec)
+        reply = self._chan.receive()
+        self._chan.phase("built")
+        if not reply:
+            raise RuntimeError("the verifier withdrew this build")
+        if "key" not in reply:
+            raise RuntimeError(str(reply.get("error") or "the build failed"))
+        return str(reply["key"]), float(reply.get("seconds") or 0.0)
 
 
 def _error_text(e: BaseException) -> str:

@@ -14,11 +14,9 @@ class Worker:
     """One started worker (see workbench.gpu.worker): first a spare, then one candidate's."""
 
     def __init__(self, proc: subprocess.Popen, read_fd: int, nonce: str, log, gpu: int | None,
-                 key: str, on_finish=None, on_ready=None, builds: set[str] | None = None) -> None:
+                 key: str, on_finish=None, on_ready=None) -> None:
         self.proc, self.nonce, self.log, self.gpu, self.key = proc, nonce, log, gpu, key
-        # Build keys granted a CPU slot: what the sandbox may copy into the shared cache.
-        self.builds = builds if builds is not None else set()
-        self._on_finish = on_finish  # after it is reaped (the sandbox harvests its builds)
+        self._on_finish = on_finish  # after it is reaped (the sandbox removes its job directory)
         # When it is ready and no candidate was handed over yet: nothing but trusted code has
         # run in it (workbench.gpu.reference_cache keeps its compile cache then).
         self._on_ready = on_ready
