@@ -5,13 +5,32 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
 CANDIDATES = Path(__file__).parent / "candidates"
+PROBLEM = textwrap.dedent("""
+    import torch
+    class Model(torch.nn.Module):
+        def forward(self, x):
+            return x
+    def get_inputs():
+        return [torch.randn(8)]
+    def get_init_inputs():
+        return []
+""")
 ROOT = Path(__file__).parent.parent
 # The checkout first, then what the caller already had (the GPU box's dependencies live there).
 PYTHONPATH = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
+
+
+def hostile_request(source: str, **settings):
+    """A no-GPU evaluation of `source` against the identity problem above."""
+    from workbench.gpu.executor import EvalRequest, EvalSettings
+
+    return EvalRequest("p", PROBLEM, source, 1e-4, 1e-4, None, 0,
+                       settings=EvalSettings(no_gpu=True, **settings), label="hostile")
 
 
 def source(name: str, **subs: str) -> str:

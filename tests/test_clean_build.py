@@ -6,36 +6,22 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import textwrap
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from workbench import cuda_env
 from workbench.gpu import buildhook, clean_build, sandbox
-from workbench.gpu.executor import EvalRequest, EvalSettings
 
-from sandbox_support import PYTHONPATH, source
+from sandbox_support import PYTHONPATH, hostile_request, left_in, source
+from test_pool_workers import wait_for
 
 MISSING = sandbox.support().missing
-PROBLEM = textwrap.dedent("""
-    import torch
-    class Model(torch.nn.Module):
-        def forward(self, x):
-            return x
-    def get_inputs():
-        return [torch.randn(8)]
-    def get_init_inputs():
-        return []
-""")
 
 
 def _spec(**overrides) -> dict:
-    code = ("import json; from workbench.gpu import buildhook; "
-            "print(json.dumps(buildhook.spec_of('t', 'int f(int x) { return x; }', "
-            "functions=['f'])))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={"PYTHONPATH": PYTHONPATH, "PATH": "/usr/bin:/bin"}, timeout=120)
-    return {**json.loads(out.stdout.splitlines()[-1]), **overrides}
+    return {**buildhook.spec_of("t", "int f(int x) { return x; }", functions=["f"]), **overrides}
 
 
 def _builder(request: dict, tmp_path) -> dict:
@@ -64,9 +50,11 @@ def test_the_builder_refuses_another_toolchain(tmp_path):
 @pytest.mark.parametrize("bad", [None, [], {"record": {}}, {"record": {"name": "x"}},
                                  {"toolchain": "t", "record": {"name": "x", "cpp_sources": [1]}}])
 def test_a_malformed_request_starts_no_process(tmp_path, bad):
-    with pytest.raises(RuntimeError, match="malformed"):
-        clean_build.build(bad, tmp_path, {}, 10, threading.Event())
-    assert not (tmp_path / "jobs").exists()
+    with ThreadPoolExecutor(1) as launcher:
+        builders = clean_build.Builders(tmp_path, {}, launcher, spares=1)
+        with pytest.raises(RuntimeError, match="malformed"):
+            builders.build(bad, 10, threading.Event())
+        assert not (tmp_path / "jobs").exists() and builders.waiting() == []
 
 
 @pytest.mark.skipif(bool(MISSING), reason=f"this kernel lacks {MISSING}")
@@ -75,9 +63,7 @@ def test_a_candidate_cannot_swap_its_build_before_it_is_cached(tmp_path):
 
     pool = LocalPool(gpus=[], cache_dir=tmp_path / "cache", spares=False)
     try:
-        v = pool.evaluate(EvalRequest("p", PROBLEM, source("hostile_swap_build"), 1e-4, 1e-4,
-                                      None, 0, settings=EvalSettings(no_gpu=True),
-                                      label="hostile"))
+        v = pool.evaluate(hostile_request(source("hostile_swap_build")))
     finally:
         pool.shutdown()
     assert v["status"] != "compile_error", v.get("error")
@@ -86,3 +72,26 @@ def test_a_candidate_cannot_swap_its_build_before_it_is_cached(tmp_path):
     data = so.read_bytes()
     assert data.startswith(b"\x7fELF") and b"HOSTILE" not in data and len(data) > 10_000
     assert so.parent.name == v["cache_key"]   # the parent's key, from the call's arguments
+
+
+@pytest.mark.skipif(bool(MISSING), reason=f"this kernel lacks {MISSING}")
+def test_a_build_takes_a_waiting_builder_and_close_leaves_nothing(tmp_path, monkeypatch):
+    base = cuda_env.build_env([])
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", base["TORCH_CUDA_ARCH_LIST"])  # as in its env
+    cache = tmp_path / "cache"
+    with ThreadPoolExecutor(1, thread_name_prefix="kwb-launch") as launcher:
+        builders = clean_build.Builders(cache, base, launcher, spares=1)
+        builders.ensure()
+        assert wait_for(lambda: builders.waiting())
+        (first,) = builders.waiting()
+        spec = _spec()
+        key = builders.build(spec, 300, threading.Event())
+        assert first.poll() is not None                       # it built, and is gone
+        assert wait_for(lambda: builders.waiting())           # the next one waits
+        (so,) = (cache / "ext" / key[:2] / key).glob("t_*.so")
+        assert so.read_bytes().startswith(b"\x7fELF") and key == buildhook.build_key(spec)
+        assert builders.build(spec, 300, threading.Event()) == key   # a hit: no builder taken
+        (second,) = builders.waiting()
+        builders.close()
+        assert second.poll() is not None and builders.waiting() == []
+    assert list((cache / "jobs").iterdir()) == [] and left_in(cache) == []

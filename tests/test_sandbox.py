@@ -19,30 +19,12 @@ from pathlib import Path
 import pytest
 
 from workbench.gpu import guards, sandbox
-from workbench.gpu.executor import EvalRequest, EvalSettings
 
-from sandbox_support import (CANDIDATES, PYTHONPATH, cli_eval, kinds, left_in, pids_in,
-                             pids_with, sandbox_reason, source)
+from sandbox_support import (CANDIDATES, PYTHONPATH, cli_eval, hostile_request, kinds, left_in,
+                             pids_in, pids_with, sandbox_reason, source)
 
 MISSING = sandbox.support().missing
 needs_sandbox = pytest.mark.skipif(bool(MISSING), reason=f"this kernel lacks {MISSING}")
-PROBLEM = textwrap.dedent("""
-    import torch
-    class Model(torch.nn.Module):
-        def forward(self, x):
-            return x
-    def get_inputs():
-        return [torch.randn(8)]
-    def get_init_inputs():
-        return []
-""")
-
-
-def _request(source: str, **settings) -> EvalRequest:
-    return EvalRequest("p", PROBLEM, source, 1e-4, 1e-4, None, 0,
-                       settings=EvalSettings(no_gpu=True, **settings), label="hostile")
-
-
 @pytest.fixture(scope="module")
 def pool(tmp_path_factory):
     from workbench.gpu.pool import LocalPool
@@ -110,7 +92,7 @@ def test_worker_environment_is_an_allowlist(monkeypatch, tmp_path):
 
 @needs_sandbox
 def test_write_home_is_refused(pool):
-    v = pool.evaluate(_request(source("hostile_write_home")))
+    v = pool.evaluate(hostile_request(source("hostile_write_home")))
     reason = sandbox_reason(v)
     assert "write /root/kwb_hostile_marker_home" in reason and "shell command" in reason
     assert "HOSTILE wrote /root" not in v["build_log"]
@@ -120,7 +102,7 @@ def test_write_home_is_refused(pool):
 
 @needs_sandbox
 def test_reading_outside_the_allowed_set_is_a_clear_verdict(pool):
-    v = pool.evaluate(_request(source("hostile_read_file")))
+    v = pool.evaluate(hostile_request(source("hostile_read_file")))
     assert v["status"] == "compile_error"
     assert v["error"].startswith("PermissionError") and "refused by the sandbox" in v["error"]
     assert "read /etc/passwd" in sandbox_reason(v) and "root:" not in v["build_log"]
@@ -130,7 +112,7 @@ def test_reading_outside_the_allowed_set_is_a_clear_verdict(pool):
 def test_connect_to_a_local_port_is_refused(pool):
     with socket.create_server(("127.0.0.1", 0)) as server:
         port = server.getsockname()[1]
-        v = pool.evaluate(_request(source("hostile_connect", PORT=str(port))))
+        v = pool.evaluate(hostile_request(source("hostile_connect", PORT=str(port))))
         server.settimeout(0.2)
         with pytest.raises(TimeoutError):
             server.accept()
@@ -140,7 +122,7 @@ def test_connect_to_a_local_port_is_refused(pool):
 
 def test_a_build_planted_under_another_key_is_not_harvested(pool):
     # The parent copies only builds it granted a CPU slot for: the worker ran candidate code.
-    v = pool.evaluate(_request(source("hostile_plant_build")))
+    v = pool.evaluate(hostile_request(source("hostile_plant_build")))
     assert "HOSTILE planted" in v["build_log"]
     assert list((pool.cache_dir / "ext").glob("*/c0ffee*")) == []
 
@@ -159,7 +141,7 @@ def test_shared_cache_is_read_only(pool):
     so = pool.cache_dir / "ext" / "ab" / ("ab" + "0" * 62) / "victim.so"
     so.parent.mkdir(parents=True, exist_ok=True)
     so.write_bytes(b"original")
-    v = pool.evaluate(_request(source("hostile_write_cache")))
+    v = pool.evaluate(hostile_request(source("hostile_write_cache")))
     assert f"write {pool.cache_dir}/kwb_hostile_marker_cache" in sandbox_reason(v)
     assert "HOSTILE opened for writing" not in v["build_log"]
     assert "HOSTILE wrote" not in v["build_log"]
@@ -278,7 +260,7 @@ def test_a_killed_build_leaves_no_compiler_and_no_files(tmp_path, monkeypatch, n
     pool = LocalPool(gpus=[], cache_dir=tmp_path, spares=False)
     honest = (CANDIDATES / "silu_honest.py").read_text().replace(
         'functions=["silu"])', 'functions=["silu"], extra_cuda_cflags=["-DKWB_KILLED_BUILD"])')
-    future = pool.submit(_request(honest))
+    future = pool.submit(hostile_request(honest))
     compilers = {"nvcc", "cicc", "cc1plus", "ptxas", "cudafe++"}
     seen: set[str] = set()
     deadline = time.time() + 240

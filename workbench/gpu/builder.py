@@ -2,7 +2,8 @@
 and the standard library.
 
 Run as `python -m workbench.gpu.builder`, sandboxed like a worker (its own job directory, the
-shared cache read-only). Reads {"spec", "key"} as one JSON line on stdin: the arguments of a
+shared cache read-only). Imports torch's extension builder, then (a spare may wait here) reads
+{"spec", "key"} as one JSON line on stdin: the arguments of a
 candidate's load_inline call and the key the parent computed from them. Builds them with torch's
 extension builder into $KWB_BUILD_DIR/<key> without importing the result, and prints one JSON
 line tagged "kwb_build": {"ok": true} or {"error": "..."}. The parent copies the build into the
@@ -27,9 +28,13 @@ def main() -> None:
     from workbench.gpu import confine
 
     confine.enter()
+    import torch.utils.cpp_extension  # noqa: F401 - before the request: a spare waits warm
+
     from workbench.gpu import buildhook
 
-    request = json.loads(sys.stdin.readline())
+    request = json.loads(sys.stdin.readline() or "null")
+    if not isinstance(request, dict):
+        return  # the pool closed before this spare got a build
     spec, key = request["spec"], request["key"]
     if key != buildhook.build_key(spec):
         _answer(error="the build request's key does not match its arguments")

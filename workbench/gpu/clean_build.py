@@ -11,6 +11,8 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import Executor
+from contextlib import ExitStack
 from pathlib import Path
 
 from workbench.gpu import buildhook, sandbox
@@ -45,30 +47,114 @@ def valid_spec(spec: object) -> bool:
             and isinstance(spec.get("with_cuda"), bool))
 
 
-def build(spec: dict, cache_dir: Path, base_env: dict[str, str], timeout_s: float,
-          cancelled: threading.Event) -> str:
-    """Build `spec` unless the cache holds it; return its key. Raises RuntimeError with the
-    compiler's message on a failed build, BuildTimeout or BuildCancelled. Call it from a thread
-    that outlives the build (the builder dies with the thread that started it)."""
-    if not valid_spec(spec):
-        raise RuntimeError("the build request is malformed")
-    key = buildhook.build_key(spec)
-    if buildhook._cached(cache_dir, spec, key):
-        return key  # another worker's build of the same arguments landed meanwhile
-    with sandbox.worker_launch(cache_dir, base_env, None) as launch:
-        launch.builds.add(key)  # the only key harvested from this builder
-        proc = subprocess.Popen(
-            [*launch.argv, sys.executable, "-m", "workbench.gpu.builder"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            env=launch.env, cwd=launch.cwd, preexec_fn=launch.preexec,
-            start_new_session=True, text=True)
-        output = _wait(proc, json.dumps({"spec": spec, "key": key}) + "\n", timeout_s, cancelled)
-    answer = _answer(output)
-    if answer.get("ok") and buildhook._cached(cache_dir, spec, key):
-        return key
-    error = answer.get("error") or ("the build produced no extension: " +
-                                    (output.strip().splitlines() or ["no output"])[-1][:500])
-    raise RuntimeError(str(error)[:ERROR_LIMIT])
+class _Builder:
+    """One builder process and its sandbox (job directory, harvest of its one key)."""
+
+    def __init__(self, cache_dir: Path, base_env: dict[str, str]) -> None:
+        self._stack = ExitStack()
+        self.launch = self._stack.enter_context(sandbox.worker_launch(cache_dir, base_env, None))
+        try:
+            self.proc = subprocess.Popen(
+                [*self.launch.argv, sys.executable, "-m", "workbench.gpu.builder"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                env=self.launch.env, cwd=self.launch.cwd, preexec_fn=self.launch.preexec,
+                start_new_session=True, text=True)
+        except BaseException:
+            self._stack.close()
+            raise
+
+    def close(self) -> None:
+        """Kill it if it still runs, then harvest its key and remove its job directory."""
+        kill(self.proc)
+        self.proc.wait()
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            try:
+                pipe.close()
+            except OSError:
+                pass  # a request it never read
+        self._stack.close()
+
+
+class Builders:
+    """Builds cache misses, one fresh builder process per build. With `spares`, that many
+    builders wait ahead (in their sandbox, torch imported: seconds of start-up off each build's
+    critical path), started from `launcher`, a thread that outlives them (a builder dies with
+    the thread that started it)."""
+
+    def __init__(self, cache_dir: Path, base_env: dict[str, str], launcher: Executor,
+                 spares: int = 0) -> None:
+        self.cache_dir, self.base_env = cache_dir, base_env
+        self._launcher, self._spares = launcher, spares
+        self._lock = threading.Lock()
+        self._waiting: list[_Builder] = []
+        self._closed = False
+
+    def build(self, spec: dict, timeout_s: float, cancelled: threading.Event) -> str:
+        """Build `spec` unless the cache holds it; return its key. Raises RuntimeError with the
+        compiler's message on a failed build, BuildTimeout or BuildCancelled."""
+        if not valid_spec(spec):
+            raise RuntimeError("the build request is malformed")
+        key = buildhook.build_key(spec)
+        if buildhook._cached(self.cache_dir, spec, key):
+            return key  # another worker's build of the same arguments landed meanwhile
+        builder = self._take()
+        try:
+            builder.launch.builds.add(key)  # the only key harvested from this builder
+            output = _wait(builder.proc, json.dumps({"spec": spec, "key": key}) + "\n",
+                           timeout_s, cancelled)
+        finally:
+            builder.close()
+        answer = _answer(output)
+        if answer.get("ok") and buildhook._cached(self.cache_dir, spec, key):
+            return key
+        error = answer.get("error") or ("the build produced no extension: " +
+                                        (output.strip().splitlines() or ["no output"])[-1][:500])
+        raise RuntimeError(str(error)[:ERROR_LIMIT])
+
+    def _take(self) -> _Builder:
+        with self._lock:
+            if self._closed:
+                raise BuildCancelled()
+            spare = self._waiting.pop(0) if self._waiting else None
+        if spare is not None and spare.proc.poll() is not None:
+            spare.close()  # died while it waited: its log is gone with it; start afresh
+            spare = None
+        builder = spare or self._launcher.submit(_Builder, self.cache_dir, self.base_env).result()
+        self.ensure()
+        return builder
+
+    def ensure(self) -> None:
+        """Start the spares now (in the background), before the first build asks."""
+        if self._spares:
+            self._launcher.submit(self._refill)
+
+    def waiting(self) -> list[subprocess.Popen]:
+        with self._lock:
+            return [b.proc for b in self._waiting]
+
+    def _refill(self) -> None:
+        while True:
+            with self._lock:
+                if self._closed or len(self._waiting) >= self._spares:
+                    return
+            try:
+                builder = _Builder(self.cache_dir, self.base_env)
+            except Exception:  # noqa: BLE001 - a spare is a head start; the build starts its own
+                return
+            with self._lock:
+                keep = not self._closed
+                if keep:
+                    self._waiting.append(builder)
+            if not keep:
+                builder.close()
+                return
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            waiting, self._waiting = self._waiting, []
+        for builder in waiting:
+            builder.close()
 
 
 def _wait(proc: subprocess.Popen, request: str, timeout_s: float,

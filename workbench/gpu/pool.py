@@ -35,6 +35,8 @@ from workbench.gpu.workers import Worker
 
 CACHE_ENV = "KERNEL_WORKBENCH_CACHE"
 MAX_VERIFY_WORKERS = 64
+# Builders waiting warm (torch imported, ~250 MB each): up to one per build slot, at most this.
+MAX_BUILDER_SPARES = 4
 
 
 def default_cache_dir() -> Path:
@@ -114,7 +116,10 @@ class LocalPool:
         self._closed = False
         self.spares = Spares(self._launch, enabled=spares)
         self.on_phase = on_phase  # callback(label, phase) for progress displays
-        self._builder = builder or self._clean_build
+        self.builders = clean_build.Builders(
+            self.cache_dir, self.base_env, self._launcher,
+            spares=min(MAX_BUILDER_SPARES, build_slots or default_build_slots()) if spares else 0)
+        self._builder = builder or self.builders.build
 
     @property
     def verify_workers(self) -> int:
@@ -157,10 +162,13 @@ class LocalPool:
             worker.kill()
 
     def prewarm(self, request: EvalRequest) -> None:
-        """Start a spare on each GPU for this problem and these settings, before any candidate."""
+        """Start a spare on each GPU for this problem and these settings, and the spare
+        builders, before any candidate."""
         for gpu in ([None] if request.settings.no_gpu or not self.gpus else self.gpus):
             job, key = self._job(request, gpu)
             self.spares.ensure(gpu, key, job)
+        if self.spares.enabled:
+            self.builders.ensure()
 
     def shutdown(self, cancel: bool = False) -> None:
         """Stop taking candidates; finish those in flight (or, with cancel, kill them); kill
@@ -176,6 +184,7 @@ class LocalPool:
                 worker.kill()
         self._threads.shutdown(wait=not cancel, cancel_futures=cancel)
         self.spares.close()
+        self.builders.close()
         self._launcher.shutdown(wait=not cancel)
 
     # -- one candidate ------------------------------------------------------------------
@@ -257,9 +266,6 @@ class LocalPool:
         worker.send({**job, "nonce": nonce,
                      "seeds": [secrets.randbits(31) for _ in range(job["settings"]["trials"] + 2)]})
         return worker
-
-    def _clean_build(self, spec: dict, timeout_s: float, cancelled: threading.Event) -> str:
-        return clean_build.build(spec, self.cache_dir, self.base_env, timeout_s, cancelled)
 
     def _ready_to_keep(self, job: dict, worker: Worker, settings: EvalSettings,
                        token: threading.Event) -> None:
