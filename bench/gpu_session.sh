@@ -9,7 +9,8 @@
 #
 # Parts: tests (~7 min), sweep (~3.5 min, needs ./.kb with level1-3 of KernelBench), evidence
 # (~4 min: bench/evidence_cost.py and bench/sandbox_bench.py), verifier (~5 min), verifier-wide
-# (the same bench with cores - 2 candidates in flight: is the default width the limit?).
+# (the same bench with cores - 2 candidates in flight: is the default width the limit?), builder
+# (~1.5 min: bench/builder_bench.py, the clean builder's start-up).
 # Dependencies: wheels in ./.whl (made by the device-wheels tool) are installed into /tmp/site
 # when present; the box's torch is used as it is.
 set -u
@@ -62,7 +63,11 @@ for part in "$@"; do
       echo "evidence rc=$?"; tail -4 "$OUT/evidence_cost.out"
       timeout $(limit 150) python3 bench/sandbox_bench.py --rounds 3 "$OUT/sandbox_bench.md" > "$OUT/sandbox_bench.out" 2>&1
       echo "sandbox rc=$?"; tail -6 "$OUT/sandbox_bench.out" ;;
-    *) echo "unknown part: $part (tests, sweep, evidence, verifier, verifier-wide)"; exit 2 ;;
+    builder)   # the clean builder's start-up, per build vs a spare waiting (no GPU needed)
+      timeout $(limit 240) python3 bench/builder_bench.py --builds 3 "$OUT/builder_bench.md" \
+        > "$OUT/builder_bench.out" 2>&1
+      echo "builder rc=$?"; tail -8 "$OUT/builder_bench.out" ;;
+    *) echo "unknown part: $part (tests, sweep, evidence, verifier, verifier-wide, builder)"; exit 2 ;;
   esac
   echo "$part: $(( $(date +%s) - start )) s (total $(elapsed) s)"
 done
