@@ -161,7 +161,7 @@ def install(cache_dir: Path, recorder: BuildRecorder, gate=None) -> None:
                        with_pytorch_error_handling)
         key = build_key(spec)
         recorder.extensions.append(spec["record"])
-        if not _cached(cache_dir, spec, key):
+        if not cached(cache_dir, spec, key):
             recorder.cache_hit = False
             if gate is None:
                 start = time.perf_counter()
@@ -173,7 +173,7 @@ def install(cache_dir: Path, recorder: BuildRecorder, gate=None) -> None:
             recorder.seconds += seconds
         recorder.keys.append(key)
         start = time.perf_counter()
-        folder = _cached(cache_dir, spec, key)
+        folder = cached(cache_dir, spec, key)
         if folder is None:
             raise RuntimeError(f"the build of {name!r} is missing from the cache")
         module = ce._import_module_from_library(ext_name(spec, key), str(folder), is_python_module)
@@ -183,7 +183,8 @@ def install(cache_dir: Path, recorder: BuildRecorder, gate=None) -> None:
     ce.load_inline = load_inline
 
 
-def _cached(cache_dir: Path, spec: dict, key: str) -> Path | None:
+def cached(cache_dir: Path, spec: dict, key: str) -> Path | None:
+    """The folder holding the build of `spec` under `key`, if it is in the cache."""
     folder = Path(cache_dir) / "ext" / key[:2] / key
     return folder if (folder / f"{ext_name(spec, key)}.so").is_file() else None
 

@@ -95,7 +95,7 @@ class Builders:
         if not valid_spec(spec):
             raise RuntimeError("the build request is malformed")
         key = buildhook.build_key(spec)
-        if buildhook._cached(self.cache_dir, spec, key):
+        if buildhook.cached(self.cache_dir, spec, key):
             return key  # another worker's build of the same arguments landed meanwhile
         builder = self._take()
         try:
@@ -105,7 +105,7 @@ class Builders:
         finally:
             builder.close()
         answer = _answer(output)
-        if answer.get("ok") and buildhook._cached(self.cache_dir, spec, key):
+        if answer.get("ok") and buildhook.cached(self.cache_dir, spec, key):
             return key
         error = answer.get("error") or ("the build produced no extension: " +
                                         (output.strip().splitlines() or ["no output"])[-1][:500])
