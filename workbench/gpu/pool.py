@@ -35,8 +35,9 @@ from workbench.gpu.workers import Worker
 
 CACHE_ENV = "KERNEL_WORKBENCH_CACHE"
 MAX_VERIFY_WORKERS = 64
-# Builders waiting warm (torch imported, ~250 MB each): up to one per build slot, at most this.
-MAX_BUILDER_SPARES = 4
+# Builders waiting warm (torch imported, ~520 MB each): up to one per build slot, at most this;
+# each one taken is replaced at once (a build finding none starts its own).
+MAX_BUILDER_SPARES = 2
 
 
 def default_cache_dir() -> Path:
