@@ -163,13 +163,11 @@ class LocalPool:
             worker.kill()
 
     def prewarm(self, request: EvalRequest) -> None:
-        """Start a spare on each GPU for this problem and these settings, and the spare
-        builders, before any candidate."""
+        """Start a spare on each GPU for this problem and these settings, before any candidate.
+        (Spare builders start with the first build: a session of cache hits needs none.)"""
         for gpu in ([None] if request.settings.no_gpu or not self.gpus else self.gpus):
             job, key = self._job(request, gpu)
             self.spares.ensure(gpu, key, job)
-        if self.spares.enabled:
-            self.builders.ensure()
 
     def shutdown(self, cancel: bool = False) -> None:
         """Stop taking candidates; finish those in flight (or, with cancel, kill them); kill
