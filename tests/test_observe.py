@@ -69,3 +69,23 @@ def test_the_worker_imports_the_harness_from_outside_its_job_directory(tmp_path,
                                  timeout=60, check=True).stdout
             where, v = json.loads(out)
             assert not where.startswith(str(launch.job_dir)) and v == {"status": "correct"}
+
+
+def test_events_it_ignores_cost_no_walk_of_the_stack(tmp_path):
+    # The hook runs for every audit event until the worker exits, timed calls included. Walking
+    # frames raises an event per frame: a hook that walked the stack for every event multiplied
+    # them (two million during `import torch`, half of that import's time on the dev VM).
+    code = textwrap.dedent("""
+        import sys
+        from workbench.gpu import observe
+        seen = []
+        observe.install(read=[sys.prefix], write=[sys.argv[1]], origin=sys.argv[1])
+        sys.addaudithook(lambda event, args: seen.append(event))
+        for _ in range(200):
+            compile("x = 1", "<probe>", "exec")
+        print(sum(e == "object.__getattr__" for e in seen), seen.count("compile"))
+    """)
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
+                         text=True, timeout=60, check=True).stdout.split()
+    frame_events, compiles = map(int, out)
+    assert compiles == 200 and frame_events == 0

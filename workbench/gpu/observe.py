@@ -16,6 +16,11 @@ import sys
 import threading
 
 LIMIT = 12
+# The events worth a look. Every other one (two million while torch imports, most of them
+# `object.__getattr__` from walking frames) must cost one set lookup: the hook runs for every
+# event until the worker exits, through the reference's compile and the timed calls too.
+WATCHED = frozenset({"open", "socket.connect", "socket.bind", "os.system", "os.fork",
+                     "os.forkpty"})
 _PROC_OTHER = re.compile(r"^/proc/(\d+)/")
 _seen: list[str] = []
 _busy = threading.local()
@@ -78,7 +83,7 @@ def install(read: list[str], write: list[str], origin: str,
             _note(text)
 
     def hook(event: str, args: tuple) -> None:
-        if getattr(_busy, "on", False):
+        if event not in WATCHED or getattr(_busy, "on", False):
             return
         _busy.on = True
         try:
