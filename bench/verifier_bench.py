@@ -246,6 +246,13 @@ def main(out_path: Path | None, width: int | None = None) -> None:
     pool = LocalPool(gpus=[0], cache_dir=cache, on_phase=timeline.mark, verify_workers=width)
     settings = EvalSettings()
     print(f"pool: {pool.verify_workers} candidates in flight, cache {cache}", flush=True)
+    kinds, start = [], pool._start   # which workers the fork server made
+
+    def counted(*args):
+        worker = start(*args)
+        kinds.append(type(worker.proc).__name__)
+        return worker
+    pool._start = counted
 
     # Cold: a fresh build cache, spares warm for both problems (as in a session under way).
     items = variants()
@@ -320,6 +327,12 @@ def main(out_path: Path | None, width: int | None = None) -> None:
         alone.append(one(pool, timeline, problems[items[i][0]], items[i][1], settings,
                          f"alone{i}")[0])
         honest.append((f"alone{i}", alone[-1]))
+    forks = pool.forks
+    sections += [f"Fork server: {forks.state if forks else 'off'}" + (
+        f" (its imports took {forks.preload_s} s)" if forks and forks.preload_s else "") + (
+        f"; {forks.reason}" if forks and forks.reason else "") +
+        f". Workers started: {len(kinds)}, of which forked by it: "
+        f"{kinds.count('ForkedProcess')} (the rest started before it was ready).", ""]
     pool.shutdown()
     same_built = sum(verdict_sig(a) == verdict_sig(b) for a, b in zip(cold, built))
     same_alone = sum(verdict_sig(a) == verdict_sig(b) for a, b in zip(alone, cold))

@@ -22,6 +22,25 @@ PROBLEM = textwrap.dedent("""
 """)
 ROOT = Path(__file__).parent.parent
 # The checkout first, then what the caller already had (the GPU box's dependencies live there).
+FORK_SKIP = "it needs user, PID and network namespaces (KERNEL_WORKBENCH_FORK_SERVER=0 turns it off)"
+
+
+def forkserver_ok() -> bool:
+    from workbench.gpu import sandbox
+    return sandbox.support().namespaces
+
+
+def start_fork_server(pool) -> None:
+    """Start the pool's fork server and wait for it; skip where this kernel refuses nested
+    namespaces (any other reason it cannot start is a failure)."""
+    import pytest
+
+    pool._launcher.submit(pool.forks.start).result()
+    if not pool.forks.wait_ready(180) and "nested namespaces are refused" in pool.forks.reason:
+        pytest.skip(pool.forks.reason)
+    assert pool.forks.ready(), pool.forks.reason
+
+
 PYTHONPATH = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
 
 
@@ -62,9 +81,9 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def pids_in(directory: Path) -> list[int]:
+def pids_in(directory: Path, keep: Path | None = None) -> list[int]:
     """Live processes working in or naming a path under `directory` (ninja names none: its
-    cwd)."""
+    cwd), except those working in `keep` (a pool's fork server, which outlives verdicts)."""
     pids = set(pids_with(str(directory)))
     for p in Path("/proc").iterdir():
         try:
@@ -72,14 +91,21 @@ def pids_in(directory: Path) -> list[int]:
                 pids.add(int(p.name))
         except OSError:
             pass
-    return sorted(pid for pid in pids if _alive(pid))
+    return sorted(pid for pid in pids if _alive(pid) and not _works_in(pid, keep))
 
 
-def left_in(directory: Path, grace_s: float = 5.0) -> list[int]:
+def _works_in(pid: int, directory: Path | None) -> bool:
+    try:
+        return directory is not None and os.readlink(f"/proc/{pid}/cwd") == str(directory)
+    except OSError:
+        return False
+
+
+def left_in(directory: Path, grace_s: float = 5.0, keep: Path | None = None) -> list[int]:
     """pids_in(directory) once the kernel has had `grace_s` to finish killing a namespace: when
     its PID 1 exits the rest get SIGKILL at once, but die (and are reaped) a moment later."""
     deadline = time.monotonic() + grace_s
-    while (left := pids_in(directory)) and time.monotonic() < deadline:
+    while (left := pids_in(directory, keep)) and time.monotonic() < deadline:
         time.sleep(0.1)
     return left
 

@@ -20,27 +20,42 @@ import pytest
 
 from workbench.gpu import guards, sandbox
 
-from sandbox_support import (CANDIDATES, PYTHONPATH, cli_eval, hostile_request, kinds, left_in,
+from sandbox_support import (CANDIDATES, FORK_SKIP, PYTHONPATH, cli_eval, forkserver_ok,
+                             start_fork_server, hostile_request, kinds, left_in,
                              pids_in, pids_with, sandbox_reason, source)
 
 MISSING = sandbox.support().missing
 needs_sandbox = pytest.mark.skipif(bool(MISSING), reason=f"this kernel lacks {MISSING}")
-@pytest.fixture(scope="module")
-def pool(tmp_path_factory):
+@pytest.fixture(scope="module", params=["plain", "forked"])
+def pool(request, tmp_path_factory):
+    """Workers started as processes of their own, or forked by the fork server."""
     from workbench.gpu.pool import LocalPool
 
+    forked = request.param == "forked"
+    if forked and not forkserver_ok():
+        pytest.skip("no fork server on this machine: " + FORK_SKIP)
     # No spares: each test's worker (and job directory) is its own, gone when its verdict is.
-    p = LocalPool(gpus=[], cache_dir=tmp_path_factory.mktemp("kwb-sandbox-cache"), spares=False)
+    p = LocalPool(gpus=[], cache_dir=tmp_path_factory.mktemp("kwb-sandbox-cache"), spares=False,
+                  fork_server=forked)
+    if forked:
+        start_fork_server(p)
     yield p
     p.shutdown()
 
 
 @pytest.fixture(autouse=True)
-def nothing_left(pool):
+def nothing_left(request):
+    """After each test that evaluates in the pool (only those run twice, plain and forked)."""
+    if "pool" not in request.fixturenames:
+        yield
+        return
+    pool = request.getfixturevalue("pool")
     yield
     jobs = pool.cache_dir / "jobs"
-    assert not jobs.exists() or list(jobs.iterdir()) == []   # job directories removed
-    assert left_in(pool.cache_dir) == []   # (other test runs on this machine use other dirs)
+    own = pool.forks.job_dir if pool.forks else None
+    # job directories removed (but the fork server's own, which lives as long as the pool)
+    assert not jobs.exists() or [j for j in jobs.iterdir() if j != own] == []
+    assert left_in(pool.cache_dir, keep=own) == []   # (other runs here use other dirs)
 
 
 # ---- static guards -----------------------------------------------------------------------
@@ -203,7 +218,10 @@ PARENT = textwrap.dedent("""
     import sys
     from workbench.gpu.executor import EvalRequest, EvalSettings
     from workbench.gpu.pool import LocalPool
-    pool = LocalPool(gpus=[], cache_dir=sys.argv[1], spares=False)
+    pool = LocalPool(gpus=[], cache_dir=sys.argv[1], spares=False, fork_server=sys.argv[3] == "1")
+    if pool.forks:
+        pool._launcher.submit(pool.forks.start).result()
+        assert pool.forks.wait_ready(180), pool.forks.reason
     pool.submit(EvalRequest("p", "", open(sys.argv[2]).read(), 1e-4, 1e-4, None, 0,
                             settings=EvalSettings(no_gpu=True)))
     print("submitted", flush=True)
@@ -218,16 +236,20 @@ HANG = textwrap.dedent("""
 
 
 @needs_sandbox
+@pytest.mark.parametrize("forked", [False, True], ids=["plain", "forked"])
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGHUP], ids=["kill-9", "hup"])
-def test_workers_die_with_their_parent(tmp_path, sig):
+def test_workers_die_with_their_parent(tmp_path, sig, forked):
+    if forked and not forkserver_ok():
+        pytest.skip("no fork server on this machine: " + FORK_SKIP)
     marker = "kwb_marker_" + secrets.token_hex(6)
     candidate = tmp_path / "hang.py"   # not on the parent's command line, which we search
     candidate.write_text(HANG.format(marker=marker))
-    parent = subprocess.Popen([sys.executable, "-c", PARENT, str(tmp_path), str(candidate)],
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, str(tmp_path), str(candidate),
+                               "1" if forked else "0"],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                               env={**os.environ, "PYTHONPATH": PYTHONPATH})
     try:
-        deadline = time.time() + 60
+        deadline = time.time() + 240
         while time.time() < deadline and not pids_with(marker):
             time.sleep(0.2)
         assert pids_with(marker), "the hanging candidate never started"
@@ -237,6 +259,7 @@ def test_workers_die_with_their_parent(tmp_path, sig):
         while time.time() < deadline and pids_with(marker):
             time.sleep(0.2)
         assert pids_with(marker) == []
+        assert left_in(tmp_path) == []   # the fork server too, when there was one
     finally:
         parent.kill()
         for pid in pids_with(marker):
@@ -315,7 +338,8 @@ def test_eval_warns_or_refuses_without_the_full_sandbox(monkeypatch, tmp_path):
     assert result.output.strip().splitlines() == [
         "error: the worker sandbox lacks landlock on this machine (see `kernel-workbench doctor`);"
         " refusing to evaluate (--require-sandbox)"]
-    monkeypatch.delenv(sandbox.REQUIRE_ENV, raising=False)   # the flag set it for the pool
+    # The flag set it for the pool; monkeypatch.delenv would put it back at the end.
+    os.environ.pop(sandbox.REQUIRE_ENV, None)
     config = tmp_path / "config"
     (config / "kernel-workbench").mkdir(parents=True)
     (config / "kernel-workbench" / "config.toml").write_text("[sandbox]\nrequire = true\n")

@@ -2,7 +2,8 @@
 
 Each candidate runs in its own process, bound to one GPU by CUDA_VISIBLE_DEVICES. Start-up is off the critical path: a warm spare
 per GPU (workbench.gpu.spares) has already imported torch and prepared the reference when a
-candidate arrives, its torch.compile a hit in a private copy of the compile cache a clean worker
+candidate arrives (forked, once it is up, by a fork server that imported torch once:
+workbench.gpu.forkserver), its torch.compile a hit in a private copy of the compile cache a clean worker
 left (workbench.gpu.reference_cache). Builds queue for CPU slots handed out here, so a build's
 time limit does not depend on how many others run, and run in a clean builder process
 (workbench.gpu.clean_build), never in the worker that runs the candidate; workers take turns
@@ -26,8 +27,8 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from workbench import cuda_env
-from workbench.gpu import (buildlog, clean_build, guards, reference_cache, resources, sandbox,
-                           watchdog)
+from workbench.gpu import (buildlog, clean_build, forkserver, guards, reference_cache,
+                           resources, sandbox, watchdog)
 from workbench.gpu.executor import EvalRequest, EvalSettings, EvaluationCancelled
 from workbench.gpu.spares import Spares
 from workbench.gpu.verdict import empty
@@ -93,11 +94,14 @@ class LocalPool:
 
     verify_workers: candidates in flight at once (default from cores and GPUs);
     build_slots: builds at once (default from cores); spares: keep warm workers waiting;
-    builder: what builds a worker's cache miss (default: the clean builder process)."""
+    builder: what builds a worker's cache miss (default: the clean builder process);
+    fork_server: fork workers from a process that imported torch once (default: with spares,
+    unless KERNEL_WORKBENCH_FORK_SERVER=0)."""
 
     def __init__(self, gpus: list[int] | None = None, verify_workers: int | None = None,
                  cache_dir: Path | None = None, on_phase=None, build_slots: int | None = None,
-                 spares: bool = True, builder: watchdog.Builder | None = None) -> None:
+                 spares: bool = True, builder: watchdog.Builder | None = None,
+                 fork_server: bool | None = None) -> None:
         info = cuda_env.list_gpus()
         self.gpus = [g.index for g in info] if gpus is None else list(gpus)
         self.base_env = cuda_env.build_env(info)
@@ -121,6 +125,11 @@ class LocalPool:
             self.cache_dir, self.base_env, self._launcher,
             spares=min(MAX_BUILDER_SPARES, build_slots or default_build_slots()) if spares else 0)
         self._builder = builder or self.builders.build
+        # Workers fork from a process that imported torch once; by default only where spares
+        # run (a long-lived pool: for one `eval` its own start would cost what it saves).
+        wanted = spares and forkserver.enabled() if fork_server is None else fork_server
+        self.forks = forkserver.ForkServer(self.cache_dir, self.base_env) if (
+            wanted and sandbox.support().namespaces) else None
 
     @property
     def verify_workers(self) -> int:
@@ -184,6 +193,8 @@ class LocalPool:
         self._threads.shutdown(wait=not cancel, cancel_futures=cancel)
         self.spares.close()
         self.builders.close()
+        if self.forks is not None:
+            self.forks.close()
         self._launcher.shutdown(wait=not cancel)
 
     # -- one candidate ------------------------------------------------------------------
@@ -254,7 +265,7 @@ class LocalPool:
             on_ready = functools.partial(reference_cache.keep, self.cache_dir, ref_key,
                                          launch.job_dir)
         read_fd, write_fd = os.pipe()
-        proc = subprocess.Popen(
+        proc = self._forked(launch, log, write_fd) or subprocess.Popen(
             launch.command(str(write_fd)), stdin=subprocess.PIPE, stdout=log,
             stderr=subprocess.STDOUT, pass_fds=(write_fd,), env=launch.env, cwd=launch.cwd,
             preexec_fn=launch.preexec, start_new_session=True, text=True)
@@ -265,6 +276,19 @@ class LocalPool:
         worker.send({**job, "nonce": nonce,
                      "seeds": [secrets.randbits(31) for _ in range(job["settings"]["trials"] + 2)]})
         return worker
+
+    def _forked(self, launch: sandbox.Launch, log, result_fd: int):
+        """A worker forked by the fork server once it is up (it starts with the first worker
+        and is waited for by none); None: start this one the plain way."""
+        if self.forks is None:
+            return None
+        self.forks.start()
+        if not self.forks.ready():
+            return None
+        try:
+            return self.forks.spawn(launch.env, launch.cwd, log.fileno(), result_fd)
+        except OSError:
+            return None
 
     def _ready_to_keep(self, job: dict, worker: Worker, settings: EvalSettings,
                        token: threading.Event) -> None:

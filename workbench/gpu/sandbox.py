@@ -163,7 +163,12 @@ class Launch:
     builds: set[str] = field(default_factory=set)
 
     def command(self, *worker_args: str) -> list[str]:
-        return [*self.argv, sys.executable, "-m", "workbench.gpu.worker", *worker_args]
+        return [*self.argv, *self.command_of("workbench.gpu.worker", *worker_args)]
+
+    @staticmethod
+    def command_of(module: str, *args: str) -> list[str]:
+        """The interpreter running `module` (without the namespaces' prefix)."""
+        return [sys.executable, "-m", module, *args]
 
     def preexec(self) -> None:
         """In the child before exec: die with the parent (kill -9 and SIGHUP included)."""
@@ -178,10 +183,13 @@ _prepare_lock = threading.Lock()
 
 
 @contextmanager
-def worker_launch(cache_dir: Path, base_env: dict[str, str], gpu: int | None):
+def worker_launch(cache_dir: Path, base_env: dict[str, str], gpu: int | None,
+                  confined: bool = True):
     """One worker's launch: yields a Launch; afterwards copies its successful builds into the
     cache and removes its job directory. Popen it with preexec_fn=Launch.preexec from a thread
-    that outlives the worker (the death signal follows the launching thread)."""
+    that outlives the worker (the death signal follows the launching thread). `confined=False`:
+    no inner layers (the fork server, which runs no candidate code and must still mount /proc
+    for each worker it forks; each applies its own)."""
     s = support()
     if s.missing and required():
         raise SandboxError(f"the worker sandbox lacks {', '.join(s.missing)}; refusing to evaluate")
@@ -203,7 +211,8 @@ def worker_launch(cache_dir: Path, base_env: dict[str, str], gpu: int | None):
               "generated": [env["TORCHINDUCTOR_CACHE_DIR"], env["TRITON_CACHE_DIR"]],
               "rw_files": DEVICES_RW + nvidia_devices() +
               ([str(gpu_lock)] if gpu is not None else [])}
-    env[confine.POLICY_ENV] = json.dumps(policy)
+    if confined:
+        env[confine.POLICY_ENV] = json.dumps(policy)
     launch = Launch(s.unshare if s.namespaces else [], env, str(job_dir), job_dir)
     try:
         yield launch

@@ -79,11 +79,12 @@ def _error_text(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}"
 
 
-def main() -> None:
+def main(fd: int | None = None) -> None:
+    """`fd`: the result pipe (default: the command line's; the fork server passes it)."""
     from workbench.gpu import confine, observe
 
     confine.enter()  # the sandbox's inner layers, before anything reads the candidate
-    fd = int(sys.argv[1])
+    fd = int(sys.argv[1]) if fd is None else fd
     # The parent's control lines stay private: the candidate's stdin is /dev/null.
     control = os.fdopen(os.dup(0), "r")
     os.dup2(os.open(os.devnull, os.O_RDONLY), 0)

@@ -86,7 +86,12 @@ class Worker:
         return text
 
 
-def kill(proc: subprocess.Popen) -> None:
+def kill(proc) -> None:
+    """Kill a worker with everything it started: its process group, or (forked by the fork
+    server, workbench.gpu.forkserver) its namespace."""
+    if not isinstance(proc, subprocess.Popen):
+        proc.kill()
+        return
     if proc.poll() is None:
         try:
             os.killpg(proc.pid, signal.SIGKILL)
