@@ -2,8 +2,8 @@
 
 A worker's start-up (interpreter, `import torch`, torch._dynamo, the harness) costs seconds of
 CPU per candidate, and a batch waits on it. This process pays it once, runs no candidate code
-and never touches CUDA (a driver initialised before fork is unusable in the child: checked at
-start). Each worker forked from it gets a sandbox of its own before any other code runs:
+and never initialises CUDA (a driver initialised before fork is unusable in the child: checked
+at start). Each worker forked from it gets a sandbox of its own before any other code runs:
   - new user, mount, PID and network namespaces, nested in the fork server's, with its own
     /proc; it is PID 1 there, so when it dies the kernel kills whatever it left behind, and
     it dies with the fork server (PR_SET_PDEATHSIG);
@@ -141,12 +141,15 @@ def _child(request: dict, fds: list[int], server: int) -> None:
 
 
 def _probe() -> str | None:
-    """Why forked workers cannot run here (None when they can)."""
-    if any("libcuda.so" in line for line in open("/proc/self/maps")):
-        return "the CUDA driver was loaded while importing torch (forking would break CUDA)"
+    """Why forked workers cannot run here (None when they can): a child tries what each
+    worker will do before CUDA, and asks torch whether CUDA is still usable after the fork."""
     pid = os.fork()
     if pid == 0:
         try:
+            import torch
+
+            if torch.cuda._is_in_bad_fork():
+                os._exit(5)
             _nest()
             inner = os.fork()
             if inner == 0:
@@ -157,6 +160,8 @@ def _probe() -> str | None:
         except BaseException:  # noqa: BLE001
             os._exit(4)
     _, status = os.waitpid(pid, 0)
+    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 5:
+        return "CUDA was initialised while importing torch: a forked worker could not use it"
     if status:
         return f"nested namespaces are refused here (probe exit status {status:#x})"
     return None
@@ -230,6 +235,10 @@ class Server:
 
 def main() -> None:
     sock = socket.socket(fileno=int(sys.argv[1]))
+    # torch asks the driver how many GPUs there are while it imports (measured on the H200
+    # box: a forked child then refused CUDA, "Cannot re-initialize CUDA in forked subprocess");
+    # NVML answers without initialising CUDA. Each worker gets its own environment back.
+    os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
     t = time.monotonic()
     try:
         for name in PRELOAD:
