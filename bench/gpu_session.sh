@@ -47,7 +47,8 @@ for part in "$@"; do
       # --session-timeout ends the run with its report, where an outer kill would lose it.
       # KWB_TESTS picks test files: since the clean builder (9abb174) the whole GPU suite takes
       # ~15 min on a fresh box, so it runs in two calls (see RESULTS.md).
-      python3 -m pytest -m gpu -p no:cacheprovider -v -rfE --timeout 240 \
+      # One process (no pytest-xdist on the box; GPU tests never overlap anyway).
+      python3 -m pytest -m gpu -p no:cacheprovider -p no:xdist -o addopts="" -v -rfE --timeout 240 \
         --session-timeout $(limit 480) --junitxml="$OUT/gpu.xml" ${KWB_TESTS:-tests} \
         > "$OUT/pytest.txt" 2>&1
       echo "tests rc=$?"; grep -E "FAILED|ERROR" "$OUT/pytest.txt" | tail -15; tail -1 "$OUT/pytest.txt" ;;

@@ -16,6 +16,15 @@ def cuda_available() -> bool:
         return False
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto` (pyproject's addopts): two test processes without a GPU; one where CUDA is
+    present, so that no two tests time kernels on the GPU at once."""
+    import os
+
+    return 1 if cuda_available() else max(1, min(2, os.cpu_count() or 1))
+
+
 def pytest_collection_modifyitems(config, items):
     gpu_items = [item for item in items if "gpu" in item.keywords]
     if gpu_items and not cuda_available():
