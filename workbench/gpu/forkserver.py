@@ -65,6 +65,7 @@ class ForkServer:
         self._lock = threading.Lock()
         self._sock: socket.socket | None = None
         self._proc: subprocess.Popen | None = None
+        self._log = None   # its stdout and stderr: the reason when it exits early
         self._sandbox = ExitStack()
         self._ready = threading.Event()
         self.job_dir: Path | None = None   # its own directory (HOME, TMPDIR) while it runs
