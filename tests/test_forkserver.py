@@ -147,3 +147,19 @@ def test_turned_off_by_the_environment(tmp_path, monkeypatch):
         assert p.forks is None
     finally:
         p.shutdown()
+
+
+def test_doctor_says_whether_workers_can_fork(monkeypatch):
+    from workbench.doctor import fork_server_check
+    from workbench.gpu import sandbox
+
+    monkeypatch.setenv("KERNEL_WORKBENCH_FORK_SERVER", "1")   # the test run turns it off
+    check = fork_server_check()
+    assert check.status == "ok" and "nested namespaces work" in check.detail
+    monkeypatch.setenv("KERNEL_WORKBENCH_FORK_SERVER", "0")
+    assert fork_server_check().detail.startswith("off")
+    monkeypatch.setenv("KERNEL_WORKBENCH_FORK_SERVER", "1")
+    monkeypatch.setattr(sandbox, "support", lambda: sandbox.Support(
+        False, "no unshare", 7, True, ["namespaces"]))
+    check = fork_server_check()
+    assert check.status == "warn" and "needs the sandbox's namespaces" in check.detail and check.fix

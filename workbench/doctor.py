@@ -106,6 +106,7 @@ def run_checks() -> list[Check]:
                         (" (this machine's GPUs only)" if gpus else " (no GPU: default)")))
 
     checks += sandbox_checks()
+    checks.append(fork_server_check())
     for var in KEY_VARS:
         checks.append(Check(var, "ok" if os.environ.get(var) else "warn",
                             "set" if os.environ.get(var) else "not set",
@@ -131,3 +132,13 @@ def sandbox_checks() -> list[Check]:
     return [Check(f"sandbox {name}", "ok" if ok else ("fail" if required else "warn"),
                   detail if ok else f"unavailable: {detail}; candidates run with less isolation",
                   SANDBOX_FIXES[name]) for name, ok, detail in sandbox.layers()]
+
+
+def fork_server_check() -> Check:
+    """Whether the app and `run` can fork workers (seconds each) instead of starting them."""
+    from workbench.gpu import forkserver
+
+    ok, detail = forkserver.check()
+    return Check("fork server", "ok" if ok else "warn", detail,
+                 "" if ok else "workers are slower to start, not less isolated; see `sandbox "
+                               "namespaces` above")

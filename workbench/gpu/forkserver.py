@@ -13,11 +13,13 @@ import json
 import os
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 from contextlib import ExitStack
 from pathlib import Path
 
+import workbench
 from workbench.gpu import sandbox
 
 DISABLE_ENV = "KERNEL_WORKBENCH_FORK_SERVER"   # "0": every worker starts the plain way
@@ -25,6 +27,27 @@ DISABLE_ENV = "KERNEL_WORKBENCH_FORK_SERVER"   # "0": every worker starts the pl
 
 def enabled() -> bool:
     return os.environ.get(DISABLE_ENV, "1").lower() not in ("0", "false", "no", "off")
+
+
+def check() -> tuple[bool, str]:
+    """(usable, detail) for `doctor`: the switch, the sandbox's namespaces, and whether this
+    kernel lets a worker nest namespaces of its own inside them (torch is not imported)."""
+    if not enabled():
+        return True, f"off ({DISABLE_ENV}=0): every worker starts as a new process"
+    s = sandbox.support()
+    if not s.namespaces:
+        return False, "needs the sandbox's namespaces: every worker starts as a new process"
+    code = "from workbench.gpu import zygote; zygote.probe_namespaces()"
+    env = {**os.environ, "PYTHONPATH": str(Path(workbench.__file__).resolve().parent.parent)}
+    try:
+        out = subprocess.run([*s.unshare, sys.executable, "-c", code], capture_output=True,
+                             text=True, timeout=30, env=env)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return False, f"probe failed: {e}"
+    if out.returncode:
+        return False, (out.stdout.strip() or out.stderr.strip()[-200:] or "probe failed") + \
+            ": every worker starts as a new process"
+    return True, "workers fork from one process that imported torch (nested namespaces work)"
 
 
 class ForkedProcess:

@@ -140,16 +140,18 @@ def _child(request: dict, fds: list[int], server: int) -> None:
         os._exit(125)
 
 
-def _probe() -> str | None:
+def _probe(after_torch: bool = True) -> str | None:
     """Why forked workers cannot run here (None when they can): a child tries what each
-    worker will do before CUDA, and asks torch whether CUDA is still usable after the fork."""
+    worker will do before CUDA, and asks torch whether CUDA is still usable after the fork
+    (`after_torch=False`: the namespaces only, for `doctor`, without importing torch)."""
     pid = os.fork()
     if pid == 0:
         try:
-            import torch
+            if after_torch:
+                import torch
 
-            if torch.cuda._is_in_bad_fork():
-                os._exit(5)
+                if torch.cuda._is_in_bad_fork():
+                    os._exit(5)
             _nest()
             inner = os.fork()
             if inner == 0:
@@ -165,6 +167,14 @@ def _probe() -> str | None:
     if status:
         return f"nested namespaces are refused here (probe exit status {status:#x})"
     return None
+
+
+def probe_namespaces() -> None:
+    """For `doctor`, run inside the sandbox's namespaces: prints why not, or nothing."""
+    reason = _probe(after_torch=False)
+    if reason:
+        print(reason)
+        sys.exit(1)
 
 
 class Server:
