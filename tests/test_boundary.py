@@ -9,7 +9,7 @@ import workbench
 
 ROOT = Path(workbench.__file__).parent
 WORKER_SIDE = ["worker", "builder", "evaluate", "buildhook", "inputs", "timing", "runtime_guards",
-               "stats", "compare", "confine", "observe", "prepare"]
+               "stats", "compare", "confine", "observe", "prepare", "zygote"]
 
 
 def _imports(path: Path) -> set[str]:
