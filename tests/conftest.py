@@ -39,20 +39,12 @@ def _no_fork_server_by_default():
     fork server each (one more `import torch`) costs the 2-core machine more than it saves
     (the pool tests: 179 s with it, 163 s without). Its own tests ask for it (fork_server=True);
     on a GPU box every test runs with the product's default."""
-    import os
-
     from workbench.gpu import forkserver
 
-    if cuda_available():
+    with pytest.MonkeyPatch.context() as patch:
+        if not cuda_available():
+            patch.setenv(forkserver.DISABLE_ENV, "0")
         yield
-        return
-    previous = os.environ.get(forkserver.DISABLE_ENV)
-    os.environ[forkserver.DISABLE_ENV] = "0"
-    yield
-    if previous is None:
-        os.environ.pop(forkserver.DISABLE_ENV, None)
-    else:
-        os.environ[forkserver.DISABLE_ENV] = previous
 
 
 @pytest.fixture(autouse=True, scope="session")

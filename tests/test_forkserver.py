@@ -15,7 +15,7 @@ from workbench.gpu.forkserver import ForkedProcess
 from workbench.gpu.pool import LocalPool
 from workbench.gpu.simulated import TOY_CANDIDATE, TOY_PROBLEM
 
-from test_pool_workers import wait_for
+from test_pool_workers import record_launches, wait_for
 from sandbox_support import (FORK_SKIP, forkserver_ok, left_in, pids_in, pids_with,
                              start_fork_server)
 
@@ -38,24 +38,13 @@ def pool(tmp_path_factory):
     os.environ.pop("KERNEL_WORKBENCH_SIMULATED_GPU", None)
 
 
-def launched(pool: LocalPool) -> list:
-    workers, start = [], pool._start
-
-    def recording(*args):
-        workers.append(start(*args))
-        return workers[-1]
-
-    pool._start = recording
-    return workers
-
-
 def probe(body: str) -> str:
     """A candidate that runs `body` at import and prints what it finds (its build log)."""
     return "import os, sys\n" + textwrap.dedent(body) + "\n" + TOY_CANDIDATE
 
 
 def test_a_forked_worker_gives_the_plain_verdict(pool, tmp_path):
-    workers = launched(pool)
+    workers = record_launches(pool)
     forked = pool.submit(request(TOY_CANDIDATE)).result()
     assert [type(w.proc) for w in workers] == [ForkedProcess]
     plain = LocalPool(gpus=[0], cache_dir=tmp_path, spares=False)
@@ -107,7 +96,7 @@ def test_a_hostile_worker_cannot_signal_the_fork_server(pool):
 
 
 def test_cancel_kills_a_forked_worker(pool):
-    workers, phases = launched(pool), []
+    workers, phases = record_launches(pool), []
     pool.on_phase = lambda label, phase: phases.append(phase)
     future = pool.submit(request(probe("import time\ntime.sleep(600)")))
     try:
@@ -131,7 +120,7 @@ def test_the_pool_carries_on_when_the_fork_server_dies(tmp_path, monkeypatch):
         for pid in server:
             os.kill(pid, signal.SIGKILL)
         assert wait_for(lambda: p.forks.state == "gone")
-        workers = launched(p)
+        workers = record_launches(p)
         assert p.submit(request(TOY_CANDIDATE)).result()["status"] == "flagged"
         assert [type(w.proc).__name__ for w in workers] == ["Popen"]
         assert p.forks.state == "gone" and "exited" in p.forks.reason

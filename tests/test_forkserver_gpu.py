@@ -12,6 +12,7 @@ from workbench.gpu.verifier import request_for
 from workbench.problems import load_problem
 
 from sandbox_support import FORK_SKIP, forkserver_ok, start_fork_server
+from test_pool_workers import record_launches
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not forkserver_ok(), reason="no fork server: " + FORK_SKIP)]
@@ -22,14 +23,7 @@ def test_forked_workers_verify_honest_kernels(tmp_path):
     from workbench.gpu.pool import LocalPool
 
     pool = LocalPool(cache_dir=tmp_path, spares=False, fork_server=True)
-    kinds, start = [], pool._start
-
-    def counted(*args):
-        worker = start(*args)
-        kinds.append(type(worker.proc))
-        return worker
-
-    pool._start = counted
+    workers = record_launches(pool)
     try:
         start_fork_server(pool)
         futures = {name: pool.submit(request_for(load_problem(name.split("_")[0], smoke=False),
@@ -39,7 +33,7 @@ def test_forked_workers_verify_honest_kernels(tmp_path):
         verdicts = {name: f.result() for name, f in futures.items()}
     finally:
         pool.shutdown()
-    assert kinds == [ForkedProcess, ForkedProcess]
+    assert [type(w.proc) for w in workers] == [ForkedProcess, ForkedProcess]
     for name, v in verdicts.items():
         assert v["status"] == "correct", (name, v.get("error"), v.get("flags"))
         assert v.get("compile_reference_error") is None, v["compile_reference_error"]

@@ -64,7 +64,8 @@ def seccomp_arch() -> bool:
     return platform.machine() == "x86_64"
 
 
-def _check(result: int, what: str) -> int:
+def check_call(result: int, what: str) -> int:
+    """A libc call's result, or OSError with errno's text when it failed."""
     if result < 0:
         err = ctypes.get_errno()
         raise OSError(err, f"{what}: {os.strerror(err)}")
@@ -72,7 +73,7 @@ def _check(result: int, what: str) -> int:
 
 
 def _no_new_privs() -> None:
-    _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "PR_SET_NO_NEW_PRIVS")
+    check_call(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "PR_SET_NO_NEW_PRIVS")
 
 
 def _landlock(abi: int, read: list[str], write: list[str], rw_files: list[str]) -> None:
@@ -83,13 +84,13 @@ def _landlock(abi: int, read: list[str], write: list[str], rw_files: list[str]) 
     if abi >= 6:
         attr += struct.pack("<Q", SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL)
     buf = ctypes.create_string_buffer(attr, len(attr))
-    fd = _check(_libc.syscall(ctypes.c_long(SYS_CREATE_RULESET), buf, ctypes.c_size_t(len(attr)),
+    fd = check_call(_libc.syscall(ctypes.c_long(SYS_CREATE_RULESET), buf, ctypes.c_size_t(len(attr)),
                               ctypes.c_uint32(0)), "landlock_create_ruleset")
     try:
         for paths, rights in ((read, READ), (write, handled), (rw_files, READ_FILE | WRITE_FILE)):
             for path in paths:
                 _allow(fd, path, rights & handled)
-        _check(_libc.syscall(ctypes.c_long(SYS_RESTRICT_SELF), ctypes.c_int(fd),
+        check_call(_libc.syscall(ctypes.c_long(SYS_RESTRICT_SELF), ctypes.c_int(fd),
                              ctypes.c_uint32(0)), "landlock_restrict_self")
     finally:
         os.close(fd)
@@ -104,7 +105,7 @@ def _allow(ruleset: int, path: str, rights: int) -> None:
         if not os.path.isdir(f"/proc/self/fd/{target}"):
             rights &= FILE_RIGHTS
         rule = ctypes.create_string_buffer(struct.pack("<Qi", rights, target), 12)
-        _check(_libc.syscall(ctypes.c_long(SYS_ADD_RULE), ctypes.c_int(ruleset), ctypes.c_int(1),
+        check_call(_libc.syscall(ctypes.c_long(SYS_ADD_RULE), ctypes.c_int(ruleset), ctypes.c_int(1),
                              rule, ctypes.c_uint32(0)), f"landlock_add_rule {path}")
     finally:
         os.close(target)
@@ -124,7 +125,7 @@ def _seccomp() -> None:
     prog += [_bpf(ret, allow), _bpf(ret, eperm)]
     filt = ctypes.create_string_buffer(b"".join(prog), 8 * len(prog))
     fprog = struct.pack("<HxxxxxxQ", len(prog), ctypes.addressof(filt))
-    _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.c_char_p(fprog), 0, 0),
+    check_call(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.c_char_p(fprog), 0, 0),
            "seccomp")
 
 

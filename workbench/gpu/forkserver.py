@@ -3,7 +3,8 @@
 One fork server per pool imports torch once; each worker forked from it skips the interpreter's
 start and the imports (most of a worker's start-up) and still gets a sandbox of its own. The
 server starts in the background: until it says "ready" (and wherever it cannot run: no
-namespaces, CUDA loaded at import, KERNEL_WORKBENCH_FORK_SERVER=0) workers start the plain way.
+namespaces or no nesting, CUDA initialised while importing torch, KERNEL_WORKBENCH_FORK_SERVER=0)
+workers start the plain way.
 `ForkedProcess` stands in for the subprocess.Popen of a worker started the plain way.
 """
 from __future__ import annotations
@@ -19,7 +20,6 @@ import threading
 from contextlib import ExitStack
 from pathlib import Path
 
-import workbench
 from workbench.gpu import sandbox
 
 DISABLE_ENV = "KERNEL_WORKBENCH_FORK_SERVER"   # "0": every worker starts the plain way
@@ -38,7 +38,7 @@ def check() -> tuple[bool, str]:
     if not s.namespaces:
         return False, "needs the sandbox's namespaces: every worker starts as a new process"
     code = "from workbench.gpu import zygote; zygote.probe_namespaces()"
-    env = {**os.environ, "PYTHONPATH": str(Path(workbench.__file__).resolve().parent.parent)}
+    env = {**os.environ, "PYTHONPATH": sandbox.package_root()}
     try:
         out = subprocess.run([*s.unshare, sys.executable, "-c", code], capture_output=True,
                              text=True, timeout=30, env=env)

@@ -370,14 +370,18 @@ def _prepare(cache_dir: Path, gpu: int | None) -> None:
             return
         sweep_jobs(cache_dir)
         if not _pch_ready() or (gpu is not None and not _ceilings_ready(cache_dir)):
-            env = {**os.environ, **cuda_env.build_env(),
-                   "PYTHONPATH": str(Path(workbench.__file__).resolve().parent.parent)}
+            env = {**os.environ, **cuda_env.build_env(), "PYTHONPATH": package_root()}
             if gpu is not None:
                 env["CUDA_VISIBLE_DEVICES"] = str(gpu)
             subprocess.run([sys.executable, "-m", "workbench.gpu.prepare", str(cache_dir),
                             "gpu" if gpu is not None else "cpu"], env=env, timeout=900,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         _prepared.add(key)
+
+
+def package_root() -> str:
+    """The folder holding the workbench package: PYTHONPATH for trusted helper processes."""
+    return str(Path(workbench.__file__).resolve().parent.parent)
 
 
 def _pch_ready() -> bool:

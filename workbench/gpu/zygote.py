@@ -15,8 +15,8 @@ Siblings cannot see or signal each other: each is alone in its PID namespace.
 Run by workbench.gpu.forkserver as `python -m workbench.gpu.zygote SOCKET_FD`, inside the same
 outer namespaces as any worker. Protocol (one JSON object per SOCK_SEQPACKET message): in,
 {"op": "spawn", "id", "env", "cwd"} with the worker's stdin, log and result descriptors, and
-{"op": "kill", "id"}; out, "ready" (or "unavailable" with a reason), "spawned" and "exit" with
-the exit status as a shell would give it. Imports only torch and the standard library.
+{"op": "kill", "id"}; out, "ready" (or "unavailable" with a reason) and, per worker, "exit"
+with the exit status as a shell would give it. Imports only torch and the standard library.
 """
 from __future__ import annotations
 
@@ -32,6 +32,8 @@ import sys
 import tempfile
 import time
 
+from workbench.gpu.confine import check_call
+
 # What every worker imports (the reference's torch.compile needs inductor).
 PRELOAD = ("torch", "torch._dynamo", "torch._inductor.compile_fx", "workbench.gpu.evaluate",
            "workbench.gpu.buildhook", "workbench.gpu.candidate_file",
@@ -44,41 +46,34 @@ RESULT_FD = 3   # the worker's result pipe, after its stdin, stdout and stderr
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
-def _check(result: int, what: str) -> None:
-    if result < 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"{what}: {os.strerror(err)}")
-
-
-def _die_with_parent(parent: int) -> None:
-    _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "PR_SET_PDEATHSIG")
-    if os.getppid() != parent:
-        os._exit(1)  # the parent died before the line above
+def _death_signal() -> None:
+    """SIGKILL when the parent dies (the caller checks it had not died already)."""
+    check_call(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "PR_SET_PDEATHSIG")
 
 
 def _nest() -> None:
     """New user, mount, PID and network namespaces for this process's children, this process
     mapped to the same ids as outside (no other id exists in there)."""
     uid, gid = os.getuid(), os.getgid()
-    _check(_libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET), "unshare")
+    check_call(_libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET), "unshare")
     for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"),
                        ("gid_map", f"{gid} {gid} 1")):
         with open(f"/proc/self/{name}", "w") as f:
             f.write(text)
-    _check(_libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
+    check_call(_libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
 
 
 def _become_namespace_init() -> None:
     """In the first child of the new PID namespace: its own /proc (CUDA fails to initialise
     without one), then every capability dropped (the user namespace gave it all of them)."""
-    _check(_libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None),
+    check_call(_libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None),
            "mount /proc")
     last_cap = int(open("/proc/sys/kernel/cap_last_cap").read())
     for cap in range(last_cap + 1):
         _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
     header = (ctypes.c_uint32 * 2)(0x20080522, 0)   # _LINUX_CAPABILITY_VERSION_3, this process
     data = (ctypes.c_uint32 * 6)()                   # effective, permitted, inheritable: none
-    _check(_libc.capset(header, data), "capset")
+    check_call(_libc.capset(header, data), "capset")
 
 
 def _worker(request: dict) -> None:
@@ -108,7 +103,9 @@ def _child(request: dict, fds: list[int], server: int) -> None:
     """The forked child: takes the worker's descriptors, nests, forks the worker as PID 1 of
     the new namespace and waits for it, exiting as it exits."""
     try:
-        _die_with_parent(server)
+        _death_signal()
+        if os.getppid() != server:
+            os._exit(1)  # the fork server died before the line above
         os.chdir(request["cwd"])   # where the job's processes are sought (and never survive)
         fds = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in fds]  # clear of 0-3 before dup2
         for target, fd in zip((0, 1, 2, RESULT_FD), (fds[0], fds[1], fds[1], fds[2])):
@@ -121,7 +118,7 @@ def _child(request: dict, fds: list[int], server: int) -> None:
         pid = os.fork()
         if pid == 0:
             os.close(alive_w)
-            _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "PR_SET_PDEATHSIG")
+            _death_signal()
             os.set_blocking(alive_r, False)
             try:
                 os.read(alive_r, 1)
@@ -180,8 +177,7 @@ def probe_namespaces() -> None:
 class Server:
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
-        self.children: dict[int, int] = {}   # pid -> id
-        self.ids: dict[int, int] = {}        # id -> pid
+        self.children: dict[int, int] = {}   # id -> pid
         self.wake_r, wake_w = os.pipe()
         os.set_blocking(wake_w, False)
         signal.set_wakeup_fd(wake_w)
@@ -206,9 +202,9 @@ class Server:
         request = json.loads(data)
         if request["op"] == "spawn":
             self.spawn(request, fds)
-        elif request["op"] == "kill" and request["id"] in self.ids:
+        elif request["op"] == "kill" and request["id"] in self.children:
             try:
-                os.kill(self.ids[request["id"]], signal.SIGKILL)
+                os.kill(self.children[request["id"]], signal.SIGKILL)
             except ProcessLookupError:
                 pass
         for fd in fds:
@@ -225,8 +221,7 @@ class Server:
             signal.set_wakeup_fd(-1)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             _child(request, fds, server)
-        self.children[pid], self.ids[request["id"]] = request["id"], pid
-        self.send(op="spawned", id=request["id"], pid=pid)
+        self.children[request["id"]] = pid
 
     def reap(self) -> None:
         """Every finished child, ours or orphans handed to us as the namespace's init."""
@@ -237,9 +232,9 @@ class Server:
                 return
             if pid == 0:
                 return
-            job = self.children.pop(pid, None)
+            job = next((j for j, p in self.children.items() if p == pid), None)
             if job is not None:
-                self.ids.pop(job, None)
+                del self.children[job]
                 self.send(op="exit", id=job, code=os.waitstatus_to_exitcode(status))
 
 
