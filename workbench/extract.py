@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import ast
 
+from workbench import pyast
+
 # load_inline's positional order (torch.utils.cpp_extension.load_inline).
 POSITIONAL = ("name", "cpp_sources", "cuda_sources", "sycl_sources", "functions", "extra_cflags",
               "extra_cuda_cflags", "extra_sycl_cflags", "extra_ldflags", "extra_include_paths")
@@ -112,7 +114,7 @@ def extract_extensions(source: str, filename: str = "<kernel>") -> list[dict]:
     Returns [] when there is none; raises ExtractError (one line) when one cannot be resolved.
     """
     try:
-        tree = ast.parse(source, filename)
+        tree = pyast.parse(source, filename)
     except SyntaxError as e:
         raise ExtractError(f"{filename}:{e.lineno}: syntax error: {e.msg}") from None
     extensions = []

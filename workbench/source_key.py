@@ -7,11 +7,12 @@ contents are otherwise kept. Only the standard library: the GPU worker may impor
 """
 from __future__ import annotations
 
-import ast
 import hashlib
 import io
 import re
 import tokenize
+
+from workbench import pyast
 
 VERSION = "source_key v1"   # change when normalize() changes, so old keys never collide
 _WORD = re.compile(r"\w")
@@ -99,7 +100,7 @@ def _normalize_string(literal: str) -> str:
         quote = body[:3] if body[:3] in ('"""', "'''") else body[:1]
         return prefix.lower() + repr(_normalize_text(body[len(quote):-len(quote)]))
     try:
-        value = ast.literal_eval(literal)
+        value = pyast.literal_eval(literal)
     except (ValueError, SyntaxError):
         return literal
     if isinstance(value, bytes):

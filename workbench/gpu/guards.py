@@ -17,6 +17,7 @@ import io
 import re
 import tokenize
 
+from workbench import pyast
 from workbench.gpu import guards_escape
 
 # torch calls that do real work (as opposed to allocating, viewing or moving tensors).
@@ -227,7 +228,7 @@ def review(source: str, problem_dtype: str = "float32") -> tuple[list[dict], lis
     flags: list[dict] = []
     notes: list[dict] = []
     try:
-        tree = ast.parse(source)
+        tree = pyast.parse(source)
     except SyntaxError as e:
         return [{"kind": "syntax", "reason": f"line {e.lineno}: {e.msg}"}], []
     code = code_text(source)

@@ -5,11 +5,11 @@ asked for; everything here degrades to "nothing usable" (empty list / None), nev
 """
 from __future__ import annotations
 
-import ast
 import json
 import re
 from dataclasses import dataclass
 
+from workbench import pyast
 from workbench.source_key import text_key
 
 # The optimization kinds of the CRFM post; ideation is steered toward the ones not yet tried.
@@ -163,7 +163,7 @@ def _trim_to_parse(lines: list[str]) -> str:
     for _ in range(20):
         chunk = "\n".join(lines)
         try:
-            ast.parse(chunk)
+            pyast.parse(chunk)
             return chunk
         except SyntaxError as e:
             if not e.lineno or e.lineno <= 1 or e.lineno > len(lines):

@@ -20,6 +20,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList
 from textual.widgets.option_list import Option
 
+from workbench import pyast
 from workbench import cuda_env
 from workbench.llm import PROVIDERS
 from workbench.problems import library_paths
@@ -87,7 +88,7 @@ def library() -> list[tuple[str, str]]:
     found = []
     for path in library_paths():
         try:
-            doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+            doc = ast.get_docstring(pyast.parse(path.read_text())) or ""
         except (OSError, SyntaxError, UnicodeDecodeError):
             doc = "(unreadable)"
         found.append((path.stem, doc.strip().splitlines()[0] if doc.strip() else ""))

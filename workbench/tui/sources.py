@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import difflib
 
+from workbench import pyast
 from workbench.extract import ExtractError, extract_extensions
 
 
@@ -30,7 +31,7 @@ def from_extensions(extensions: list | None) -> str | None:
 def global_literals(source: str) -> str | None:
     """String literals assigned to names, whose text holds a __global__ kernel."""
     try:
-        tree = ast.parse(source)
+        tree = pyast.parse(source)
     except SyntaxError:
         return None
     parts = []
