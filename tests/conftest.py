@@ -48,6 +48,18 @@ def _no_fork_server_by_default():
 
 
 @pytest.fixture(autouse=True, scope="session")
+def _no_verifier_daemon_by_default():
+    """`eval` in a test verifies in its own process: a daemon per test (each its own cache and
+    fingerprint) would outlive the test by its idle time, holding workers (and, on a GPU box,
+    GPU memory). tests/test_daemon.py switches it on and stops what it started."""
+    from workbench.gpu import daemon_link
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(daemon_link.DISABLE_ENV, "0")
+        yield
+
+
+@pytest.fixture(autouse=True, scope="session")
 def _verdict_key(tmp_path_factory):
     """Verdicts are sealed with a key of the test run's own, not the developer's install key
     (subprocesses the tests start inherit it)."""

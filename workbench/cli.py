@@ -122,12 +122,15 @@ def report(selectors: tuple[str, ...], as_json: bool, db_path: str | None) -> No
 @click.option("--retime", is_flag=True,
               help="Evaluate again even when the same source (comments and layout aside) has a "
                    "verdict under the same settings; without it that verdict is reused.")
+@click.option("--no-daemon", is_flag=True,
+              help="Verify in this process, not through the verifier daemon (see "
+                   "`kernel-workbench daemon --help`).")
 @db_option
 @sandbox_option
 def eval_command(problem: str, candidate: str, as_json: bool, gpus: tuple[int, ...],
                  no_gpu: bool, compile_timeout_s: float, atol: float | None,
-                 rtol: float | None, trials: int,
-                 time_budget: float, baseline: str, retime: bool, db_path: str | None) -> None:
+                 rtol: float | None, trials: int, time_budget: float, baseline: str,
+                 retime: bool, no_daemon: bool, db_path: str | None) -> None:
     """Compile, check and time CANDIDATE.py (a KernelBench solution defining ModelNew) against
     PROBLEM (a library name or a path). Exit code 0: correct (or unverified with --no-gpu);
     1: any other verdict; 2: bad input."""
@@ -163,7 +166,7 @@ def eval_command(problem: str, candidate: str, as_json: bool, gpus: tuple[int, .
     request = request_for(prob, source, settings, label=f"kernel {kernel_id}")
     verdict = None if retime else reused_verdict(store, request)
     if verdict is None:
-        verdict = _verify(request, gpus, no_gpu, as_json, progress)
+        verdict = _verify(request, gpus, no_gpu, as_json, progress, daemon=not no_daemon)
     elif not as_json:
         click.echo(f"same source as evaluation {verdict['reused_from']}: its verdict is reused "
                    "(--retime to evaluate again)", err=True)
@@ -177,9 +180,16 @@ def eval_command(problem: str, candidate: str, as_json: bool, gpus: tuple[int, .
     sys.exit(0 if verdict["status"] in ("correct", "unverified") else 1)
 
 
-def _verify(request, gpus: tuple[int, ...], no_gpu: bool, as_json: bool, progress) -> dict:
+def _verify(request, gpus: tuple[int, ...], no_gpu: bool, as_json: bool, progress,
+            daemon: bool) -> dict:
+    from workbench.gpu import daemon_link
     from workbench.gpu.pool import LocalPool
 
+    if daemon and daemon_link.enabled():
+        try:
+            return _verify_by_daemon(request, gpus, no_gpu, as_json, progress)
+        except daemon_link.DaemonUnavailable as e:
+            click.echo(f"note: {e}; verifying in this process", err=True)
     pool = LocalPool(gpus=list(gpus) or None, on_phase=progress, spares=False)
     if not pool.gpus and not no_gpu and not as_json:
         click.echo("no GPU found: building and running the static guards only", err=True)
@@ -190,6 +200,33 @@ def _verify(request, gpus: tuple[int, ...], no_gpu: bool, as_json: bool, progres
         fail("interrupted; the worker was killed", code=130)
     pool.shutdown()
     return verdict
+
+
+def _verify_by_daemon(request, gpus: tuple[int, ...], no_gpu: bool, as_json: bool,
+                      progress) -> dict:
+    """Through the verifier daemon, which keeps workers warm between commands; raises
+    DaemonUnavailable when none can serve."""
+    from workbench.gpu import daemon_client, daemon_link
+    from workbench.gpu.executor import EvaluationCancelled
+    from workbench.gpu.pool import default_cache_dir
+
+    idle_s = daemon_link.idle_seconds()
+    try:
+        connection = daemon_client.submit(request, list(gpus) or None, default_cache_dir(),
+                                          idle_s)
+        if connection.started and not as_json:
+            click.echo(f"started the verifier daemon (pid {connection.pid}): it keeps workers "
+                       f"warm for the next eval and exits after {_duration(idle_s)} without work; "
+                       "`kernel-workbench daemon stop` ends it", err=True)
+        if not connection.gpus and not no_gpu and not as_json:
+            click.echo("no GPU found: building and running the static guards only", err=True)
+        return daemon_client.evaluate(connection, request, progress)
+    except (EvaluationCancelled, KeyboardInterrupt):
+        fail("interrupted; the worker was killed", code=130)
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 120 else f"{seconds:.0f} s"
 
 
 # The default command (`kernel-workbench [--db PATH] [PROBLEM]`): the Textual app, loaded lazily.
@@ -206,6 +243,11 @@ main.add_command(run)
 from workbench.evidence.command import profile  # noqa: E402
 
 main.add_command(profile)
+
+# `daemon status|stop`: the verifier daemon eval shares.
+from workbench.daemon_cli import daemon  # noqa: E402
+
+main.add_command(daemon)
 
 # bank, lesson, fork, compare: the population of kernels and sessions.
 from workbench.population_cli import COMMANDS  # noqa: E402

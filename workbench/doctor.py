@@ -107,6 +107,7 @@ def run_checks() -> list[Check]:
 
     checks += sandbox_checks()
     checks.append(fork_server_check())
+    checks.append(daemon_check())
     for var in KEY_VARS:
         checks.append(Check(var, "ok" if os.environ.get(var) else "warn",
                             "set" if os.environ.get(var) else "not set",
@@ -142,3 +143,24 @@ def fork_server_check() -> Check:
     return Check("fork server", "ok" if ok else "warn", detail,
                  "" if ok else "workers are slower to start, not less isolated; see `sandbox "
                                "namespaces` above")
+
+
+def daemon_check() -> Check:
+    """Whether `eval` can share a verifier daemon, and which ones run now."""
+    from workbench.gpu import daemon_client, daemon_link
+    from workbench.gpu.pool import default_cache_dir
+
+    if not daemon_link.enabled():
+        return Check("verifier daemon", "ok", f"off ({daemon_link.DISABLE_ENV}=0): each eval "
+                                              "verifies in its own process")
+    try:
+        daemon_link.address(None, default_cache_dir())
+    except daemon_link.DaemonUnavailable as e:
+        return Check("verifier daemon", "warn", str(e),
+                     f"set {daemon_link.DIR_ENV} to a short, private directory")
+    live = [s for _, s in daemon_client.running() if s]
+    detail = ", ".join(f"pid {s['pid']} (GPUs {','.join(map(str, s['gpus'])) or 'none'}, "
+                       f"{s['served']} verdicts)" for s in live)
+    return Check("verifier daemon", "ok", f"running: {detail}" if live else
+                 f"not running (eval starts one; it exits after "
+                 f"{daemon_link.idle_seconds():.0f} s without work)")

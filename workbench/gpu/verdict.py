@@ -63,8 +63,10 @@ def describe(v: dict) -> str:
     if v.get("compile_s") is not None:
         lines.append(f"compile: {v['compile_s']:.2f} s" + (" (cache hit)" if v.get("cache_hit") else ""))
     if v.get("trials"):
-        lines.append(f"correctness: {v['trials']} trials, atol={v['atol']:g} rtol={v['rtol']:g}, "
-                     f"max abs err {v['max_abs_err']:.3g}, max rel err {v['max_rel_err']:.3g}")
+        errors = [f"max {kind} err {v[key]:.3g}" for kind, key in
+                  (("abs", "max_abs_err"), ("rel", "max_rel_err")) if v.get(key) is not None]
+        lines.append(", ".join([f"correctness: {v['trials']} trials, atol={v['atol']:g} "
+                                f"rtol={v['rtol']:g}", *errors]))
     if v.get("time_ms") is not None:
         lines.append(f"candidate:      {fmt_ms(v['time_ms'], v.get('ci95_ms'))}")
         lines.append(f"eager:          {fmt_ms(v['ref_eager_ms'], v.get('ref_eager_ci95_ms'))}")

@@ -1,0 +1,256 @@
+"""The verifier daemon `eval` shares: started once, reused, stopped, replaced, refused, bypassed.
+
+Real processes throughout (the CLI, the daemon, its workers), with a simulated GPU turn
+(workbench.gpu.simulated) so no CUDA is needed.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from workbench.gpu import daemon_link
+from workbench.gpu.daemon_link import Address, Channel
+from workbench.gpu.simulated import TOY_CANDIDATE, TOY_PROBLEM
+
+from test_pool_workers import wait_for
+
+HANG_AT_IMPORT = "import time\ntime.sleep(3600)\n" + TOY_CANDIDATE
+STARTED = re.compile(r"started the verifier daemon \(pid (\d+)\)")
+
+
+@pytest.fixture
+def world(tmp_path, monkeypatch) -> dict:
+    """Files and an environment of the test's own; the daemon switched on (conftest leaves it
+    off for every other test)."""
+    # Short: a unix socket's path has at most 107 bytes, and pytest's tmp_path can be long.
+    sockets = Path(tempfile.mkdtemp(prefix="kwb-", dir="/tmp"))
+    (tmp_path / "toy.py").write_text(TOY_PROBLEM)
+    (tmp_path / "honest.py").write_text(TOY_CANDIDATE)
+    (tmp_path / "hang.py").write_text(HANG_AT_IMPORT)
+    env = {**os.environ, "KERNEL_WORKBENCH_SIMULATED_GPU": "0.2",
+           "KERNEL_WORKBENCH_CACHE": str(tmp_path / "cache"),
+           "KERNEL_WORKBENCH_DB": str(tmp_path / "kernels.db"),
+           daemon_link.DIR_ENV: str(sockets / "d"), daemon_link.DISABLE_ENV: "1",
+           daemon_link.IDLE_ENV: "120"}
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    yield {"dir": tmp_path, "env": env, "sockets": sockets / "d"}
+    stop = subprocess.run([sys.executable, "-m", "workbench", "daemon", "stop"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert stop.returncode == 0, stop.stderr
+    shutil.rmtree(sockets, ignore_errors=True)
+
+
+def eval_cmd(world: dict, candidate: str, *extra: str, env: dict | None = None,
+             **popen) -> subprocess.Popen:
+    d = world["dir"]
+    return subprocess.Popen([sys.executable, "-m", "workbench", "eval", str(d / "toy.py"),
+                             str(d / candidate), "--gpu", "0", "--retime", *extra],
+                            env=env or world["env"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, **popen)
+
+
+def run_eval(world: dict, candidate: str = "honest.py", *extra: str,
+             env: dict | None = None) -> tuple[int, str, str]:
+    proc = eval_cmd(world, candidate, *extra, env=env)
+    out, err = proc.communicate(timeout=240)
+    return proc.returncode, out, err
+
+
+def status(world: dict) -> list[dict]:
+    out = subprocess.run([sys.executable, "-m", "workbench", "daemon", "status", "--json"],
+                         env=world["env"], capture_output=True, text=True, timeout=60)
+    return json.loads(out.stdout)
+
+
+def descendants(pid: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def alive(pid: int) -> bool:
+    """Running (a zombie waiting for its parent to reap it counts as dead)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def settled(pid: int, quiet_s: float = 2.0, timeout: float = 60.0) -> set[int]:
+    """The daemon's process tree once it stopped changing for quiet_s."""
+    last, since, end = descendants(pid), time.monotonic(), time.monotonic() + timeout
+    while time.monotonic() < end and time.monotonic() - since < quiet_s:
+        time.sleep(0.2)
+        now = descendants(pid)
+        if now != last:
+            last, since = now, time.monotonic()
+    return last
+
+
+def test_one_daemon_serves_every_eval_and_stops_with_its_workers(world):
+    env = {**world["env"], "OPENAI_API_KEY": "sk-test-never-in-the-daemon"}
+    # Two commands at once start one daemon between them.
+    first = [eval_cmd(world, "honest.py", env=env) for _ in range(2)]
+    results = [(p.wait(timeout=240), p.stdout.read(), p.stderr.read()) for p in first]
+    starts = [m.group(1) for _, _, err in results for m in [STARTED.search(err)] if m]
+    assert len(starts) == 1, [err for _, _, err in results]
+    pid = int(starts[0])
+    for code, out, err in results:
+        assert code == 1 and "status: flagged" in out, err   # the toy candidate has no kernel
+        assert "[kernel" in err
+    # The next one finds it: no start, the same daemon, the same verdict as in-process.
+    code, out, err = run_eval(world)
+    assert code == 1 and "status: flagged" in out and not STARTED.search(err), err
+    code, alone, err = run_eval(world, "honest.py", "--no-daemon")
+    assert code == 1 and "status: flagged" in alone, err
+    (state,) = status(world)
+    assert state["pid"] == pid and state["served"] == 3 and state["in_flight"] == 0
+    # Only this user, only with the token: a private directory and 0600 files.
+    addr = Address(next(world["sockets"].glob("verifier-*.sock")))
+    assert stat.S_IMODE(addr.socket.parent.stat().st_mode) == 0o700
+    for path in (addr.socket, addr.token):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert b"OPENAI_API_KEY" not in Path(f"/proc/{pid}/environ").read_bytes()
+    workers = descendants(pid)
+    assert workers   # a warm spare waits at least
+    stop = subprocess.run([sys.executable, "-m", "workbench", "daemon", "stop"],
+                          env=world["env"], capture_output=True, text=True, timeout=60)
+    assert "stopped 1 verifier daemon" in stop.stdout
+    assert wait_for(lambda: not alive(pid) and not any(alive(w) for w in workers), 30)
+    assert not addr.socket.exists() and not addr.token.exists()
+    assert status(world) == []
+
+
+def test_ctrl_c_kills_the_worker_and_leaves_the_daemon_serving(world):
+    code, _, err = run_eval(world)
+    pid = int(STARTED.search(err).group(1))
+    assert wait_for(lambda: status(world)[0]["spares"] == 1)
+    before = settled(pid)
+    proc = eval_cmd(world, "hang.py")
+    lines = []
+    for line in proc.stderr:
+        lines.append(line)
+        if "] compiling" in line:
+            break
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, "".join(lines) + err
+    assert "interrupted; the worker was killed" in err
+    state = status(world)[0]
+    assert state["pid"] == pid and state["in_flight"] == 0
+    # Back to a daemon with its spare (the hanging worker gone, a new spare in its place).
+    assert wait_for(lambda: len(descendants(pid)) == len(before), 60), (before, descendants(pid))
+    assert "cancelled by its command" in Address(next(world["sockets"].glob(
+        "verifier-*.sock"))).log.read_text()
+    code, out, err = run_eval(world)
+    assert code == 1 and "status: flagged" in out, err
+
+
+def test_a_killed_daemon_is_replaced_and_an_idle_one_exits(world):
+    code, _, err = run_eval(world)
+    pid = int(STARTED.search(err).group(1))
+    assert wait_for(lambda: status(world)[0]["spares"] == 1)
+    workers = descendants(pid)
+    os.kill(pid, signal.SIGKILL)
+    # Its workers die with it (no worker outlives its pool); its socket stays behind.
+    assert wait_for(lambda: not any(alive(w) for w in workers), 30)
+    addr = Address(next(world["sockets"].glob("verifier-*.sock")))
+    assert addr.socket.exists()
+    short = {**world["env"], daemon_link.IDLE_ENV: "5"}   # not in the fingerprint: same address
+    code, out, err = run_eval(world, env=short)
+    assert code == 1 and "status: flagged" in out, err
+    replacement = int(STARTED.search(err).group(1))
+    assert replacement != pid
+    # With nothing to do it exits on its own, and takes its files along.
+    assert wait_for(lambda: not alive(replacement), 60)
+    assert not addr.socket.exists() and not addr.token.exists()
+    assert "no work for 5 s: exiting" in addr.log.read_text()
+
+
+def test_the_daemon_answers_only_its_token(world):
+    code, _, err = run_eval(world)
+    assert STARTED.search(err), err
+    addr = Address(next(world["sockets"].glob("verifier-*.sock")))
+
+    def ask(*lines: bytes) -> list[dict]:
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        conn.connect(str(addr.socket))
+        for line in lines:
+            conn.sendall(line)
+        conn.shutdown(socket.SHUT_WR)
+        channel = Channel(conn)
+        replies = []
+        while (reply := channel.receive()) is not None:
+            replies.append(reply)
+        channel.close()
+        return replies
+
+    assert ask(b'{"op": "status", "token": "guess"}\n') == [
+        {"error": "refused: wrong or missing token"}]
+    assert ask(b'{"op": "stop"}\n') == [{"error": "refused: wrong or missing token"}]
+    assert ask(b"not json at all\n") == []
+    token = addr.token.read_text().strip().encode()
+    replies = ask(b'{"op": "eval", "token": "' + token + b'", "request": {"nonsense": 1}}\n')
+    assert "cannot read" in replies[-1]["error"]
+    (state,) = status(world)   # still serving
+    assert state["in_flight"] == 0
+
+
+def test_eval_verifies_in_its_own_process_when_no_daemon_can_start(world):
+    blocker = world["sockets"].parent / "f"
+    blocker.write_text("")
+    env = {**world["env"], daemon_link.DIR_ENV: str(blocker / "d")}
+    code, out, err = run_eval(world, env=env)
+    assert code == 1 and "status: flagged" in out, err
+    assert "note: cannot start the verifier daemon" in err and "verifying in this process" in err
+    assert "Traceback" not in err
+    off = {**world["env"], daemon_link.DISABLE_ENV: "0"}
+    code, out, err = run_eval(world, env=off)
+    assert code == 1 and "status: flagged" in out and "daemon" not in err, err
+    assert status(world) == []
+
+
+def test_the_address_follows_everything_a_worker_would_see(monkeypatch, tmp_path):
+    cache = tmp_path / "cache"
+    base = daemon_link.address(None, cache)
+    assert daemon_link.address(None, cache) == base
+    assert daemon_link.address([0], cache) != base
+    assert daemon_link.address(None, tmp_path / "other") != base
+    monkeypatch.setenv("KERNEL_WORKBENCH_DB", str(tmp_path / "another.db"))
+    monkeypatch.setenv(daemon_link.IDLE_ENV, "7")
+    assert daemon_link.address(None, cache) == base          # one command's settings
+    monkeypatch.setenv("CUDA_HOME", "/opt/another-cuda")
+    assert daemon_link.address(None, cache) != base          # what workers get
+    monkeypatch.undo()
+    monkeypatch.setattr(daemon_link, "code_version", lambda: "edited")
+    assert daemon_link.address(None, cache) != base          # other workbench code
+
+
+def test_a_socket_path_too_long_is_one_clear_line(monkeypatch, tmp_path):
+    monkeypatch.setenv(daemon_link.DIR_ENV, str(tmp_path / ("x" * 120)))
+    with pytest.raises(daemon_link.DaemonUnavailable, match="too long for a unix socket"):
+        daemon_link.address(None, tmp_path)
