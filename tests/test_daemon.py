@@ -5,6 +5,7 @@ Real processes throughout (the CLI, the daemon, its workers), with a simulated G
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -228,6 +229,16 @@ def test_eval_verifies_in_its_own_process_when_no_daemon_can_start(world):
     assert code == 1 and "status: flagged" in out, err
     assert "note: cannot start the verifier daemon" in err and "verifying in this process" in err
     assert "Traceback" not in err
+    # A daemon that dies as it starts (here: its address is locked by another) is noticed as
+    # such, not waited for until the start timeout.
+    addr = daemon_link.address([0], Path(world["env"]["KERNEL_WORKBENCH_CACHE"]))
+    daemon_link.make_directory()
+    with open(addr.pidfile, "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        code, out, err = run_eval(world)
+    assert code == 1 and "status: flagged" in out, err
+    assert "the verifier daemon exited as it started (" in err, err
+    assert "another daemon holds this address" in err
     off = {**world["env"], daemon_link.DISABLE_ENV: "0"}
     code, out, err = run_eval(world, env=off)
     assert code == 1 and "status: flagged" in out and "daemon" not in err, err

@@ -62,7 +62,8 @@ def _open(addr: Address, op: str, **fields) -> tuple[Channel, dict]:
     return channel, reply["hello"]
 
 
-def _spawn(addr: Address, gpus: list[int] | None, cache_dir: Path, idle_s: float) -> None:
+def _spawn(addr: Address, gpus: list[int] | None, cache_dir: Path,
+           idle_s: float) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if not _SECRET.search(k)}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root(), env.get("PYTHONPATH")) if p)
     command = [sys.executable, "-m", "workbench.gpu.daemon", str(addr.socket),
@@ -70,9 +71,9 @@ def _spawn(addr: Address, gpus: list[int] | None, cache_dir: Path, idle_s: float
     for gpu in gpus or []:
         command += ["--gpu", str(gpu)]
     with open(addr.log, "w") as log:
-        subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                         env=env, cwd=str(addr.socket.parent), start_new_session=True,
-                         close_fds=True)
+        return subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log,
+                                stderr=subprocess.STDOUT, env=env, cwd=str(addr.socket.parent),
+                                start_new_session=True, close_fds=True)
 
 
 def connect(gpus: list[int] | None, cache_dir: Path, op: str, idle_s: float,
@@ -93,10 +94,13 @@ def connect(gpus: list[int] | None, cache_dir: Path, op: str, idle_s: float,
                 return Connection(addr, *_open(addr, op, **fields), started=False)
             except OSError:
                 pass   # none, or a socket left by a daemon that was killed
-            _spawn(addr, gpus, cache_dir, idle_s)
+            daemon = _spawn(addr, gpus, cache_dir, idle_s)
             end = time.monotonic() + START_TIMEOUT_S
             while time.monotonic() < end:
                 time.sleep(0.05)
+                if daemon.poll() is not None:
+                    raise DaemonUnavailable(f"the verifier daemon exited as it started "
+                                            f"({_last_line(addr.log)}; its log: {addr.log})")
                 try:
                     connection = Connection(addr, *_open(addr, op, **fields), started=True)
                 except OSError:
@@ -198,6 +202,14 @@ def stop(addr: Address, wait_s: float = 30.0) -> bool:
     while _held(addr) and time.monotonic() < end:
         time.sleep(0.1)
     return True
+
+
+def _last_line(log: Path) -> str:
+    try:
+        lines = log.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        lines = []
+    return lines[-1] if lines else "no output"
 
 
 def _retire_superseded(ours: Address) -> None:
