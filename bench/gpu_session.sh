@@ -11,7 +11,9 @@
 # Parts: tests (~7 min), sweep (~3.5 min, needs ./.kb with level1-3 of KernelBench), evidence
 # (~4 min: bench/evidence_cost.py and bench/sandbox_bench.py), verifier (~5 min), verifier-wide
 # (the same bench with cores - 2 candidates in flight: is the default width the limit?), builder
-# (~1.5 min: bench/builder_bench.py, the clean builder's start-up).
+# (~1.5 min: bench/builder_bench.py, the clean builder's start-up), standalone (~3 min:
+# bench/standalone_eval.py, eval in a new process with and without the verifier daemon; the
+# verifier part ends with the same measurement on its warm cache).
 # Dependencies: wheels in ./.whl (made by the device-wheels tool) are installed into /tmp/site
 # when present; the box's torch is used as it is.
 set -u
@@ -63,6 +65,10 @@ for part in "$@"; do
       timeout $(limit 540) python3 bench/verifier_bench.py "$OUT/verifier_bench_wide.md" \
         --verify-workers $(( $(nproc) - 2 )) > "$OUT/verifier_bench_wide.out" 2>&1
       echo "verifier-wide rc=$?"; grep -E "^(\||\[)|no spare|spares died" "$OUT/verifier_bench_wide.out" | head -20 ;;
+    standalone)   # standalone eval only, with and without the verifier daemon (~3 min)
+      timeout $(limit 300) python3 bench/standalone_eval.py "$OUT/standalone_eval.md" \
+        > "$OUT/standalone_eval.out" 2>&1
+      echo "standalone rc=$?"; grep -E "through the verifier daemon" "$OUT/standalone_eval.out" ;;
     evidence)
       timeout $(limit 150) python3 bench/evidence_cost.py "$OUT/evidence_cost.md" > "$OUT/evidence_cost.out" 2>&1
       echo "evidence rc=$?"; tail -4 "$OUT/evidence_cost.out"
@@ -72,7 +78,7 @@ for part in "$@"; do
       timeout $(limit 240) python3 bench/builder_bench.py --builds 3 "$OUT/builder_bench.md" \
         > "$OUT/builder_bench.out" 2>&1
       echo "builder rc=$?"; tail -8 "$OUT/builder_bench.out" ;;
-    *) echo "unknown part: $part (tests, sweep, evidence, verifier, verifier-wide, builder)"; exit 2 ;;
+    *) echo "unknown part: $part (tests, sweep, evidence, verifier, verifier-wide, builder, standalone)"; exit 2 ;;
   esac
   echo "$part: $(( $(date +%s) - start )) s (total $(elapsed) s)"
 done

@@ -12,17 +12,16 @@ whether the batch verdicts equal each candidate's verdict alone. One GPU (index 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 from collections import defaultdict
 from pathlib import Path
 
+import standalone_eval
 from workbench.gpu.executor import EvalSettings
 from workbench.gpu.pool import LocalPool
 from workbench.gpu.verifier import request_for
@@ -180,47 +179,6 @@ def verdict_sig(v: dict) -> tuple:
     return v["status"], tuple(sorted(f["kind"] for f in v.get("flags") or []))
 
 
-def standalone_eval(cache: Path, work: Path, problem: str, source_path: Path,
-                    *extra: str) -> tuple[float, dict, str]:
-    """`kernel-workbench eval PROBLEM CANDIDATE` in a new process, as a user types it; stderr's
-    progress lines timed as they arrive."""
-    env = {**os.environ, "KERNEL_WORKBENCH_CACHE": str(cache),
-           "KERNEL_WORKBENCH_DAEMON_DIR": str(work / "d")}
-    cmd = [sys.executable, "-m", "workbench", "eval", problem, str(source_path), "--db",
-           str(work / "eval.db"), *extra]
-    t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=ROOT)
-    marks = [(0.0, "process start, CLI, problem load, store")]
-    for line in proc.stderr:
-        if line.startswith("["):
-            marks.append((time.monotonic() - t0, line.split("]", 1)[1].strip()))
-        elif line.startswith("started the verifier daemon"):
-            marks.append((time.monotonic() - t0, "daemon started, request sent"))
-    out = proc.stdout.read()
-    proc.wait()
-    wall = time.monotonic() - t0
-    marks.append((wall, "exit"))
-    segments = {name: t1 - t0_ for (t0_, name), (t1, _) in zip(marks, marks[1:])}
-    status = next((ln.split(":", 1)[1].strip() for ln in out.splitlines()
-                   if ln.startswith("status:")), f"exit {proc.returncode}")
-    return wall, segments, status
-
-
-def daemon_ready(work: Path, timeout: float = 90.0) -> float | None:
-    """Seconds until the daemon's spare for the last problem is ready (a user editing the
-    kernel between two evals gives it that time); None when none was."""
-    env = {**os.environ, "KERNEL_WORKBENCH_DAEMON_DIR": str(work / "d")}
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        out = subprocess.run([sys.executable, "-m", "workbench", "daemon", "status", "--json"],
-                             env=env, capture_output=True, text=True, cwd=ROOT).stdout
-        if any(s["spares_ready"] for s in json.loads(out or "[]")):
-            return time.monotonic() - t0
-        time.sleep(0.5)
-    return None
-
-
 def main(out_path: Path | None, width: int | None = None) -> None:
     rows: list[str] = []
     sections: list[str] = []
@@ -365,36 +323,9 @@ def main(out_path: Path | None, width: int | None = None) -> None:
     path, other = work / "candidate.py", work / "softmax_candidate.py"
     path.write_text(source)
     other.write_text(items[10][1])
-    env = {**os.environ, "KERNEL_WORKBENCH_DAEMON_DIR": str(work / "d")}
-    runs = {}
-    try:
-        # In this process (as before the daemon): the problem new to this machine (validated,
-        # torch in the CLI), then validated before and measured again (--retime).
-        runs["first"] = standalone_eval(cache, work, "silu", path, "--no-daemon")
-        runs["alone"] = standalone_eval(cache, work, "silu", path, "--no-daemon", "--retime")
-        # Through the verifier daemon: the eval that starts it; the next eval of the same
-        # problem once its spare is ready; a problem new to the daemon; the same source again.
-        runs["start"] = standalone_eval(cache, work, "silu", path, "--retime")
-        ready = daemon_ready(work)
-        runs["warm"] = standalone_eval(cache, work, "silu", path, "--retime")
-        runs["new"] = standalone_eval(cache, work, "softmax", other, "--retime")
-        runs["again"] = standalone_eval(cache, work, "silu", path)
-    finally:
-        subprocess.run([sys.executable, "-m", "workbench", "daemon", "stop"], env=env, cwd=ROOT)
-    wall = {k: f"{v[0]:.1f} s ({v[2]})" for k, v in runs.items()}
-    waited = "never" if ready is None else f"after {ready:.1f} s"
-    emit(f"| standalone `eval`, cached build (new process) | <= 10 s | {wall['warm']} through "
-         f"the verifier daemon (its spare for the problem ready {waited}); {wall['new']} for a "
-         f"problem new to the daemon; {wall['start']} for the eval that starts the daemon; "
-         f"{wall['alone']} without the daemon ({wall['first']} when the problem is new to this "
-         f"machine); {wall['again']} for the same source again (verdict reused) |")
-    for key, title in (("warm", "through the warm daemon, spare ready"),
-                       ("new", "through the warm daemon, a problem new to it"),
-                       ("start", "the eval that starts the daemon"),
-                       ("alone", "without the daemon (--no-daemon), problem validated before")):
-        sections += [f"Standalone eval, cached build, `--retime`, {title} (seconds from the "
-                     "command's start):", "", "| phase | seconds |", "|---|---|",
-                     *[f"| {n} | {s:.2f} |" for n, s in runs[key][1].items()], ""]
+    row, phases = standalone_eval.measure(cache, work, ("silu", path), ("softmax", other))
+    emit(f"| standalone `eval`, cached build (new process) | <= 10 s | {row} |")
+    sections += phases
 
     save("complete")
     print(render())

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from workbench.gpu import daemon_link
+from workbench.gpu import daemon_link, sandbox
 from workbench.gpu.daemon_link import Address, Channel
 from workbench.gpu.simulated import TOY_CANDIDATE, TOY_PROBLEM
 
@@ -40,6 +40,7 @@ def world(tmp_path, monkeypatch) -> dict:
     (tmp_path / "toy.py").write_text(TOY_PROBLEM)
     (tmp_path / "honest.py").write_text(TOY_CANDIDATE)
     (tmp_path / "hang.py").write_text(HANG_AT_IMPORT)
+    (tmp_path / "slow.py").write_text(HANG_AT_IMPORT.replace("3600", "6"))
     env = {**os.environ, "KERNEL_WORKBENCH_SIMULATED_GPU": "0.2",
            "KERNEL_WORKBENCH_CACHE": str(tmp_path / "cache"),
            "KERNEL_WORKBENCH_DB": str(tmp_path / "kernels.db"),
@@ -169,6 +170,16 @@ def test_ctrl_c_kills_the_worker_and_leaves_the_daemon_serving(world):
         "verifier-*.sock"))).log.read_text()
     code, out, err = run_eval(world)
     assert code == 1 and "status: flagged" in out, err
+    # `daemon stop` while a command waits: the command verifies in its own process instead.
+    proc = eval_cmd(world, "slow.py")
+    for line in proc.stderr:
+        if "] compiling" in line:
+            break
+    subprocess.run([sys.executable, "-m", "workbench", "daemon", "stop"], env=world["env"],
+                   capture_output=True, timeout=60)
+    out, err = proc.communicate(timeout=240)
+    assert proc.returncode == 1 and "status: flagged" in out, err
+    assert "stopped before a verdict" in err and "verifying in this process" in err, err
 
 
 def test_a_killed_daemon_is_replaced_and_an_idle_one_exits(world):
@@ -192,7 +203,26 @@ def test_a_killed_daemon_is_replaced_and_an_idle_one_exits(world):
     assert "no work for 5 s: exiting" in addr.log.read_text()
 
 
-def test_the_daemon_answers_only_its_token(world):
+# Run by a candidate in a worker of the daemon it attacks: read the daemon's token, then ask
+# the daemon to stop, with the token or without.
+ATTACK = """
+import json, socket
+def _attack(path):
+    try:
+        token = open(path[:-len(".sock")] + ".token").read().strip()
+    except OSError:
+        token = "guess"
+    try:
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        conn.connect(path)
+        conn.sendall(json.dumps({"op": "stop", "token": token}).encode() + b"\\n")
+        conn.recv(4096)
+    except OSError:
+        pass
+_attack(SOCKET)
+"""
+
+def test_the_daemon_answers_only_its_token_not_even_its_own_candidates(world):
     code, _, err = run_eval(world)
     assert STARTED.search(err), err
     addr = Address(next(world["sockets"].glob("verifier-*.sock")))
@@ -219,6 +249,21 @@ def test_the_daemon_answers_only_its_token(world):
     assert "cannot read" in replies[-1]["error"]
     (state,) = status(world)   # still serving
     assert state["in_flight"] == 0
+    if sandbox.support().missing:
+        return   # below: what the sandbox stops, where every layer is there to stop it
+    # A candidate, in a worker of this daemon, reads the token and asks the daemon to stop.
+    pid = state["pid"]
+    (world["dir"] / "attack.py").write_text(
+        f"SOCKET = {str(addr.socket)!r}\n" + ATTACK + TOY_CANDIDATE)
+    code, out, err = run_eval(world, "attack.py")
+    assert "status: flagged" in out, err
+    (state,) = status(world)
+    assert state["pid"] == pid and alive(pid) and state["served"] == 2
+    assert "stop asked" not in addr.log.read_text()
+    # The same code outside the sandbox does stop it: the payload works, the sandbox stopped it.
+    exec(f"SOCKET = {str(addr.socket)!r}\n" + ATTACK, {})
+    assert wait_for(lambda: not alive(pid), 30) and "stop asked" in addr.log.read_text()
+
 
 
 def test_eval_verifies_in_its_own_process_when_no_daemon_can_start(world):
@@ -239,10 +284,8 @@ def test_eval_verifies_in_its_own_process_when_no_daemon_can_start(world):
     assert code == 1 and "status: flagged" in out, err
     assert "the verifier daemon exited as it started (" in err, err
     assert "another daemon holds this address" in err
-    off = {**world["env"], daemon_link.DISABLE_ENV: "0"}
-    code, out, err = run_eval(world, env=off)
-    assert code == 1 and "status: flagged" in out and "daemon" not in err, err
     assert status(world) == []
+    # KERNEL_WORKBENCH_DAEMON=0: every other test's eval runs so (conftest).
 
 
 def test_the_address_follows_everything_a_worker_would_see(monkeypatch, tmp_path):

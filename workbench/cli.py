@@ -216,13 +216,15 @@ def _verify_by_daemon(request, gpus: tuple[int, ...], no_gpu: bool, as_json: boo
                                           idle_s)
         if connection.started and not as_json:
             click.echo(f"started the verifier daemon (pid {connection.pid}): it keeps workers "
-                       f"warm for the next eval and exits after {_duration(idle_s)} without work; "
-                       "`kernel-workbench daemon stop` ends it", err=True)
+                       f"warm for the next eval and exits after {_duration(idle_s)} without "
+                       "work; `kernel-workbench daemon stop` ends it", err=True)
         if not connection.gpus and not no_gpu and not as_json:
             click.echo("no GPU found: building and running the static guards only", err=True)
         return daemon_client.evaluate(connection, request, progress)
-    except (EvaluationCancelled, KeyboardInterrupt):
+    except EvaluationCancelled:
         fail("interrupted; the worker was killed", code=130)
+    except KeyboardInterrupt:   # before the daemon had the candidate (or it is dropped with us)
+        fail("interrupted; nothing was verified", code=130)
 
 
 def _duration(seconds: float) -> str:

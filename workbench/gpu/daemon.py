@@ -33,6 +33,9 @@ from workbench.gpu.executor import EvalRequest, EvalSettings
 from workbench.gpu.pool import LocalPool
 
 
+HELLO_TIMEOUT_S = 10.0
+
+
 def encode(request: EvalRequest) -> dict:
     return asdict(request)
 
@@ -58,8 +61,7 @@ class Daemon:
         self.started = time.time()
         self.served = 0
         self._lock = threading.Lock()
-        self._busy = 0                            # connections open
-        self._evals = 0                           # of them, evaluations
+        self._evals = 0                           # evaluations in flight
         self._last = time.monotonic()
         self._count = 0
         self._phases: dict[str, Channel] = {}     # unique label -> the channel it reports to
@@ -72,7 +74,7 @@ class Daemon:
         listener.settimeout(0.5)
         while not self._stop.is_set():
             with self._lock:
-                idle = self._busy == 0 and time.monotonic() - self._last > self.idle_s
+                idle = self._evals == 0 and time.monotonic() - self._last > self.idle_s
             if idle:
                 log(f"no work for {self.idle_s:.0f} s: exiting")
                 break
@@ -102,12 +104,12 @@ class Daemon:
     # -- one connection -------------------------------------------------------------------
     def _connection(self, conn: socket.socket) -> None:
         channel = Channel(conn)
-        with self._lock:
-            self._busy += 1
         try:
             if not peer_is_us(conn):
                 return
+            conn.settimeout(HELLO_TIMEOUT_S)   # a connection that says nothing is dropped
             message = channel.receive()
+            conn.settimeout(None)
             if not message or not secrets.compare_digest(str(message.get("token", "")),
                                                           self.token):
                 channel.send({"error": "refused: wrong or missing token"})
@@ -129,9 +131,6 @@ class Daemon:
             log(f"connection dropped: {e}")
         finally:
             channel.close()
-            with self._lock:
-                self._busy -= 1
-                self._last = time.monotonic()
 
     def _eval(self, channel: Channel, data: dict) -> None:
         try:
@@ -147,26 +146,37 @@ class Daemon:
             self._phases[request.label] = channel
         t0 = time.monotonic()
         try:
-            future = self.pool.submit(request)
-            if self._wait(channel, future):
-                self.pool.cancel([future])
-            try:
-                verdict = future.result()
-            except CancelledError:
-                log(f"{shown}: cancelled by its command")
-                channel.send({"cancelled": f"{shown or 'evaluation'}: cancelled"})
-                return
-            except Exception as e:  # noqa: BLE001 - the command gets one line, the log the rest
-                log(f"{shown}: failed: {e!r}")
-                channel.send({"error": f"the verifier failed: {e}"})
-                return
-            self.served += 1
-            log(f"{shown}: {verdict.get('status')} in {time.monotonic() - t0:.1f} s")
-            channel.send({"verdict": verdict})
+            channel.send(self._outcome(channel, request, shown))
         finally:
             with self._lock:
                 self._phases.pop(request.label, None)
                 self._evals -= 1
+                self._last = time.monotonic()
+        log(f"{shown}: done in {time.monotonic() - t0:.1f} s")
+
+    def _outcome(self, channel: Channel, request: EvalRequest, shown: str) -> dict:
+        """The message that ends an evaluation: its verdict, `cancelled` when the command asked
+        (Ctrl-C), or an error the command answers by verifying in its own process."""
+        try:
+            future = self.pool.submit(request)
+        except RuntimeError:
+            return {"error": "the daemon is stopping"}
+        asked = self._wait(channel, future)
+        if asked:
+            self.pool.cancel([future])
+        try:
+            verdict = future.result()
+        except CancelledError:
+            log(f"{shown}: cancelled" + (" by its command" if asked else " (daemon stopping)"))
+            return {"cancelled": f"{shown or 'evaluation'}: cancelled"} if asked else \
+                {"error": "stopped before a verdict"}
+        except Exception as e:  # noqa: BLE001 - the command gets one line, the log the rest
+            log(f"{shown}: failed: {e!r}")
+            return {"error": f"the verifier failed: {e}"}
+        with self._lock:
+            self.served += 1
+        log(f"{shown}: {verdict.get('status')}")
+        return {"verdict": verdict}
 
     def _wait(self, channel: Channel, future: Future) -> bool:
         """Until the verdict; True when the command asked to cancel or went away (Ctrl-C)."""

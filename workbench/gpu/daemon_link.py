@@ -13,6 +13,7 @@ import json
 import os
 import socket
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -144,9 +145,12 @@ class Channel:
     def __init__(self, conn: socket.socket) -> None:
         self.conn = conn
         self._reader = conn.makefile("rb")
+        self._sending = threading.Lock()   # phases come from pool threads, verdicts from another
 
     def send(self, message: dict) -> None:
-        self.conn.sendall(json.dumps(message).encode() + b"\n")
+        data = json.dumps(message).encode() + b"\n"
+        with self._sending:
+            self.conn.sendall(data)
 
     def receive(self) -> dict | None:
         """The next message; None at end of stream. A line that is not a JSON object raises
