@@ -35,12 +35,14 @@ def run_eval(env: dict, work: Path, problem: str, candidate: Path,
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, cwd=ROOT)
-    marks = [(0.0, "process start, CLI, problem load, store")]
+    marks = [(0.0, "command start to its first line (CLI, store; without the daemon also the "
+                   "worker's start and import torch)")]
     for line in proc.stderr:
         if line.startswith("["):
             marks.append((time.monotonic() - t0, line.split("]", 1)[1].strip()))
         elif line.startswith("started the verifier daemon"):
-            marks.append((time.monotonic() - t0, "daemon started, request sent"))
+            marks.append((time.monotonic() - t0, "daemon up, request sent: its first worker "
+                                                 "starts (import torch)"))
     out = proc.stdout.read()
     proc.wait()
     wall = time.monotonic() - t0
