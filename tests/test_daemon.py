@@ -308,3 +308,21 @@ def test_a_socket_path_too_long_is_one_clear_line(monkeypatch, tmp_path):
     monkeypatch.setenv(daemon_link.DIR_ENV, str(tmp_path / ("x" * 120)))
     with pytest.raises(daemon_link.DaemonUnavailable, match="too long for a unix socket"):
         daemon_link.address(None, tmp_path)
+
+
+def test_a_new_daemon_retires_idle_daemons_of_other_code(monkeypatch, tmp_path):
+    from workbench.gpu import daemon_client
+
+    ours, old_idle, old_busy, other_env = (Address(tmp_path / f"verifier-{n}.sock")
+                                           for n in ("ours", "old", "busy", "env"))
+    version = daemon_link.code_version()
+    states = [(ours, {"version": version, "in_flight": 0}),
+              (old_idle, {"version": "older", "in_flight": 0}),
+              (old_busy, {"version": "older", "in_flight": 1}),    # someone's eval runs there
+              (other_env, {"version": version, "in_flight": 0}),   # same code, other settings
+              (Address(tmp_path / "verifier-gone.sock"), None)]
+    stopped = []
+    monkeypatch.setattr(daemon_client, "running", lambda: states)
+    monkeypatch.setattr(daemon_client, "stop", lambda addr, wait_s=30.0: stopped.append(addr))
+    daemon_client._retire_superseded(ours)
+    assert stopped == [old_idle]

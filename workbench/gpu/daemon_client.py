@@ -24,6 +24,7 @@ from workbench.gpu.executor import EvalRequest, EvaluationCancelled
 from workbench.gpu.sandbox import package_root
 
 START_TIMEOUT_S = 60.0    # the daemon's own start: imports and GPU listing, no torch
+HELLO_TIMEOUT_S = 30.0    # for the daemon's first answer
 CANCEL_WAIT_S = 15.0      # after Ctrl-C, for the daemon to say the worker is dead
 # Never handed to the daemon: it needs no provider key, and its workers get an allowlist anyway.
 _SECRET = re.compile(r"(_API_KEY|_TOKEN|_SECRET|_PASSWORD|SECRET_ACCESS_KEY)$|^OPENAI_|^GEMINI_|"
@@ -50,8 +51,10 @@ def _open(addr: Address, op: str, **fields) -> tuple[Channel, dict]:
         raise
     channel = Channel(conn)
     try:
+        conn.settimeout(HELLO_TIMEOUT_S)   # a daemon that accepts and then says nothing
         channel.send({"op": op, "token": token, **fields})
         reply = channel.receive()
+        conn.settimeout(None)
     except (OSError, ValueError) as e:
         channel.close()
         raise DaemonUnavailable(f"the verifier daemon at {addr.socket} did not answer: {e}") from None
@@ -77,15 +80,14 @@ def _spawn(addr: Address, gpus: list[int] | None, cache_dir: Path,
 
 
 def connect(gpus: list[int] | None, cache_dir: Path, op: str, idle_s: float,
-            start: bool = True, **fields) -> Connection:
+            **fields) -> Connection:
     """A connection to this fingerprint's daemon, starting it when none answers (one starter at
     a time: the others wait for it and use the same daemon)."""
     addr = address(gpus, cache_dir)
     try:
         return Connection(addr, *_open(addr, op, **fields), started=False)
     except OSError:
-        if not start:
-            raise DaemonUnavailable("no verifier daemon is running") from None
+        pass   # none answers: start one
     try:
         make_directory()
         with open(addr.startlock, "a") as lock:
