@@ -20,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from workbench import cuda_env
+
 ROOT = Path(__file__).resolve().parent.parent
 CASES = {"warm": "through the warm daemon, its spare for the problem ready",
          "new": "through the warm daemon, a problem new to it",
@@ -27,11 +29,11 @@ CASES = {"warm": "through the warm daemon, its spare for the problem ready",
          "alone": "without the daemon (--no-daemon), problem validated before"}
 
 
-def run_eval(env: dict, work: Path, problem: str, candidate: Path,
-             *extra: str) -> tuple[float, dict, str]:
+def run_eval(env: dict, work: Path, problem: str, candidate: Path, *extra: str,
+             db: str = "eval.db") -> tuple[float, dict, str]:
     """(wall seconds, seconds per progress segment, verdict status) of one `eval` command."""
     cmd = [sys.executable, "-m", "workbench", "eval", problem, str(candidate), "--db",
-           str(work / "eval.db"), *extra]
+           str(work / db), *extra]
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, cwd=ROOT)
@@ -133,13 +135,17 @@ def main() -> None:
     cache = work / "cache"
     for problem, candidate in (first, second):   # builds in the cache, as the row says
         run_eval({**env, "KERNEL_WORKBENCH_CACHE": str(cache)}, work, problem, candidate,
-                 "--no-daemon", *gpu)
+                 "--no-daemon", *gpu, db="prime.db")   # no verdict for measure() to reuse
     row, sections = measure(cache, work, first, second, env, gpu)
     commit = os.environ.get("KWB_COMMIT") or subprocess.run(
         ["git", "describe", "--always", "--dirty", "--abbrev=7"], capture_output=True,
         text=True, cwd=ROOT).stdout.strip()
-    text = "\n".join([f"### Standalone eval — {time.strftime('%Y-%m-%d')}, "
-                      f"{'simulated GPU turn of %g s' % args.simulated if gpu else 'GPU 0'}, "
+    if gpu:
+        what = f"toy problems, simulated GPU turn of {args.simulated:g} s"
+    else:
+        found = cuda_env.list_gpus()
+        what = f"silu and softmax, {found[0].name if found else 'no GPU'}"
+    text = "\n".join([f"### Standalone eval — {time.strftime('%Y-%m-%d')}, {what}, "
                       f"{os.cpu_count()} cores, commit {commit}", "", row, "", *sections])
     print(text)
     if args.out:
