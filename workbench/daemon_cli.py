@@ -28,7 +28,8 @@ def status(as_json: bool) -> None:
     if not found:
         click.echo("no verifier daemon is running (eval starts one)")
     for _, s in found:
-        idle = "busy" if s["idle_exit_in_s"] is None else f"exits in {s['idle_exit_in_s']:.0f} s idle"
+        left = s["idle_exit_in_s"]
+        idle = "busy" if left is None else f"exits in {left:.0f} s idle"
         gpus = ",".join(map(str, s["gpus"])) or "none"
         click.echo(f"pid {s['pid']}: GPUs {gpus}, up {time.time() - s['started']:.0f} s, "
                    f"{s['served']} verdicts, {s['in_flight']} in flight, {s['spares']} warm "

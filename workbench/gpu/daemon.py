@@ -32,7 +32,6 @@ from workbench.gpu.daemon_link import Address, Channel, code_version, make_direc
 from workbench.gpu.executor import EvalRequest, EvalSettings
 from workbench.gpu.pool import LocalPool
 
-
 HELLO_TIMEOUT_S = 10.0
 
 
@@ -146,15 +145,18 @@ class Daemon:
             self._phases[request.label] = channel
         t0 = time.monotonic()
         try:
-            channel.send(self._outcome(channel, request, shown))
+            outcome = self._outcome(channel, request)
         finally:
             with self._lock:
                 self._phases.pop(request.label, None)
                 self._evals -= 1
                 self._last = time.monotonic()
-        log(f"{shown}: done in {time.monotonic() - t0:.1f} s")
+        what = outcome["verdict"].get("status") if "verdict" in outcome else \
+            "cancelled by its command" if "cancelled" in outcome else outcome["error"]
+        log(f"{shown}: {what} ({time.monotonic() - t0:.1f} s)")
+        channel.send(outcome)
 
-    def _outcome(self, channel: Channel, request: EvalRequest, shown: str) -> dict:
+    def _outcome(self, channel: Channel, request: EvalRequest) -> dict:
         """The message that ends an evaluation: its verdict, `cancelled` when the command asked
         (Ctrl-C), or an error the command answers by verifying in its own process."""
         try:
@@ -167,15 +169,12 @@ class Daemon:
         try:
             verdict = future.result()
         except CancelledError:
-            log(f"{shown}: cancelled" + (" by its command" if asked else " (daemon stopping)"))
-            return {"cancelled": f"{shown or 'evaluation'}: cancelled"} if asked else \
-                {"error": "stopped before a verdict"}
+            return {"cancelled": "cancelled"} if asked else {"error": "stopped before a verdict"}
         except Exception as e:  # noqa: BLE001 - the command gets one line, the log the rest
-            log(f"{shown}: failed: {e!r}")
+            log(f"{request.label}: failed: {e!r}")
             return {"error": f"the verifier failed: {e}"}
         with self._lock:
             self.served += 1
-        log(f"{shown}: {verdict.get('status')}")
         return {"verdict": verdict}
 
     def _wait(self, channel: Channel, future: Future) -> bool:

@@ -57,7 +57,8 @@ def _open(addr: Address, op: str, **fields) -> tuple[Channel, dict]:
         conn.settimeout(None)
     except (OSError, ValueError) as e:
         channel.close()
-        raise DaemonUnavailable(f"the verifier daemon at {addr.socket} did not answer: {e}") from None
+        raise DaemonUnavailable(f"the verifier daemon at {addr.socket} did not answer: "
+                                f"{e}") from None
     if not reply or "hello" not in reply:
         channel.close()
         raise DaemonUnavailable(f"the verifier daemon at {addr.socket} refused: "
@@ -132,7 +133,7 @@ def evaluate(connection: Connection, request: EvalRequest,
             elif "verdict" in message:
                 return message["verdict"]
             elif "cancelled" in message:
-                raise EvaluationCancelled(message["cancelled"])
+                raise EvaluationCancelled(f"{request.label or 'evaluation'}: cancelled")
             elif "error" in message:
                 raise DaemonUnavailable(f"the verifier daemon: {message['error']} "
                                         f"(its log: {connection.address.log})")
