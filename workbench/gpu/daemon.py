@@ -120,10 +120,10 @@ class Daemon:
                 self._eval(channel, message.get("request") or {})
             elif op == "status":
                 channel.send({"status": self.status()})
-            elif op == "stop":
-                channel.send({"stopping": True})
+            elif op == "stop":   # before the answer: a client gone after hello still stops it
                 log("stop asked")
                 self.stop()
+                channel.send({"stopping": True})
             else:
                 channel.send({"error": f"unknown operation {op!r}"})
         except (OSError, ValueError) as e:
