@@ -73,7 +73,7 @@ def pids_with(text: str) -> list[int]:
     return pids
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     """Running, not a zombie waiting a moment for the host's init to reap it."""
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
@@ -91,7 +91,7 @@ def pids_in(directory: Path, keep: Path | None = None) -> list[int]:
                 pids.add(int(p.name))
         except OSError:
             pass
-    return sorted(pid for pid in pids if _alive(pid) and not _works_in(pid, keep))
+    return sorted(pid for pid in pids if alive(pid) and not _works_in(pid, keep))
 
 
 def _works_in(pid: int, directory: Path | None) -> bool:

@@ -25,6 +25,7 @@ from workbench.gpu import daemon_link, sandbox
 from workbench.gpu.daemon_link import Address, Channel
 from workbench.gpu.simulated import TOY_CANDIDATE, TOY_PROBLEM
 
+from sandbox_support import alive
 from test_pool_workers import wait_for
 
 HANG_AT_IMPORT = "import time\ntime.sleep(3600)\n" + TOY_CANDIDATE
@@ -49,19 +50,23 @@ def world(tmp_path, monkeypatch) -> dict:
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     yield {"dir": tmp_path, "env": env, "sockets": sockets / "d"}
-    stop = subprocess.run([sys.executable, "-m", "workbench", "daemon", "stop"], env=env,
-                          capture_output=True, text=True, timeout=60)
+    stop = daemon_cmd(env, "stop")
     assert stop.returncode == 0, stop.stderr
     shutil.rmtree(sockets, ignore_errors=True)
 
 
-def eval_cmd(world: dict, candidate: str, *extra: str, env: dict | None = None,
-             **popen) -> subprocess.Popen:
+def daemon_cmd(env: dict, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "workbench", "daemon", *args], env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+def eval_cmd(world: dict, candidate: str, *extra: str,
+             env: dict | None = None) -> subprocess.Popen:
     d = world["dir"]
     return subprocess.Popen([sys.executable, "-m", "workbench", "eval", str(d / "toy.py"),
                              str(d / candidate), "--gpu", "0", "--retime", *extra],
                             env=env or world["env"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, **popen)
+                            stderr=subprocess.PIPE, text=True)
 
 
 def run_eval(world: dict, candidate: str = "honest.py", *extra: str,
@@ -72,9 +77,7 @@ def run_eval(world: dict, candidate: str = "honest.py", *extra: str,
 
 
 def status(world: dict) -> list[dict]:
-    out = subprocess.run([sys.executable, "-m", "workbench", "daemon", "status", "--json"],
-                         env=world["env"], capture_output=True, text=True, timeout=60)
-    return json.loads(out.stdout)
+    return json.loads(daemon_cmd(world["env"], "status", "--json").stdout)
 
 
 def descendants(pid: int) -> set[int]:
@@ -92,14 +95,6 @@ def descendants(pid: int) -> set[int]:
             found.add(child)
             todo.append(child)
     return found
-
-
-def alive(pid: int) -> bool:
-    """Running (a zombie waiting for its parent to reap it counts as dead)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
 
 
 def settled(pid: int, quiet_s: float = 2.0, timeout: float = 60.0) -> set[int]:
@@ -139,9 +134,7 @@ def test_one_daemon_serves_every_eval_and_stops_with_its_workers(world):
     assert b"OPENAI_API_KEY" not in Path(f"/proc/{pid}/environ").read_bytes()
     workers = descendants(pid)
     assert workers   # a warm spare waits at least
-    stop = subprocess.run([sys.executable, "-m", "workbench", "daemon", "stop"],
-                          env=world["env"], capture_output=True, text=True, timeout=60)
-    assert "stopped 1 verifier daemon" in stop.stdout
+    assert "stopped 1 verifier daemon" in daemon_cmd(world["env"], "stop").stdout
     assert wait_for(lambda: not alive(pid) and not any(alive(w) for w in workers), 30)
     assert not addr.socket.exists() and not addr.token.exists()
     assert status(world) == []
@@ -175,8 +168,7 @@ def test_ctrl_c_kills_the_worker_and_leaves_the_daemon_serving(world):
     for line in proc.stderr:
         if "] compiling" in line:
             break
-    subprocess.run([sys.executable, "-m", "workbench", "daemon", "stop"], env=world["env"],
-                   capture_output=True, timeout=60)
+    daemon_cmd(world["env"], "stop")
     out, err = proc.communicate(timeout=240)
     assert proc.returncode == 1 and "status: flagged" in out, err
     assert "stopped before a verdict" in err and "verifying in this process" in err, err
@@ -248,7 +240,7 @@ def test_the_daemon_answers_only_its_token_not_even_its_own_candidates(world):
     replies = ask(b'{"op": "eval", "token": "' + token + b'", "request": {"nonsense": 1}}\n')
     assert "cannot read" in replies[-1]["error"]
     (state,) = status(world)   # still serving
-    assert state["in_flight"] == 0
+    assert state["in_flight"] == 0, state
     if sandbox.support().missing:
         return   # below: what the sandbox stops, where every layer is there to stop it
     # A candidate, in a worker of this daemon, reads the token and asks the daemon to stop.
@@ -258,12 +250,12 @@ def test_the_daemon_answers_only_its_token_not_even_its_own_candidates(world):
     code, out, err = run_eval(world, "attack.py")
     assert "status: flagged" in out, err
     (state,) = status(world)
-    assert state["pid"] == pid and alive(pid) and state["served"] == 2
-    assert "stop asked" not in addr.log.read_text()
+    assert state["pid"] == pid and alive(pid) and state["served"] == 2, state
+    assert "stop asked" not in addr.log.read_text(), addr.log.read_text()
     # The same code outside the sandbox does stop it: the payload works, the sandbox stopped it.
     exec(f"SOCKET = {str(addr.socket)!r}\n" + ATTACK, {})
-    assert wait_for(lambda: not alive(pid), 30) and "stop asked" in addr.log.read_text()
-
+    assert wait_for(lambda: not alive(pid), 30), addr.log.read_text()
+    assert "stop asked" in addr.log.read_text()
 
 
 def test_eval_verifies_in_its_own_process_when_no_daemon_can_start(world):

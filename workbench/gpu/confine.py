@@ -84,14 +84,15 @@ def _landlock(abi: int, read: list[str], write: list[str], rw_files: list[str]) 
     if abi >= 6:
         attr += struct.pack("<Q", SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL)
     buf = ctypes.create_string_buffer(attr, len(attr))
-    fd = check_call(_libc.syscall(ctypes.c_long(SYS_CREATE_RULESET), buf, ctypes.c_size_t(len(attr)),
-                              ctypes.c_uint32(0)), "landlock_create_ruleset")
+    fd = check_call(_libc.syscall(ctypes.c_long(SYS_CREATE_RULESET), buf,
+                                  ctypes.c_size_t(len(attr)), ctypes.c_uint32(0)),
+                    "landlock_create_ruleset")
     try:
         for paths, rights in ((read, READ), (write, handled), (rw_files, READ_FILE | WRITE_FILE)):
             for path in paths:
                 _allow(fd, path, rights & handled)
         check_call(_libc.syscall(ctypes.c_long(SYS_RESTRICT_SELF), ctypes.c_int(fd),
-                             ctypes.c_uint32(0)), "landlock_restrict_self")
+                                 ctypes.c_uint32(0)), "landlock_restrict_self")
     finally:
         os.close(fd)
 
@@ -105,8 +106,9 @@ def _allow(ruleset: int, path: str, rights: int) -> None:
         if not os.path.isdir(f"/proc/self/fd/{target}"):
             rights &= FILE_RIGHTS
         rule = ctypes.create_string_buffer(struct.pack("<Qi", rights, target), 12)
-        check_call(_libc.syscall(ctypes.c_long(SYS_ADD_RULE), ctypes.c_int(ruleset), ctypes.c_int(1),
-                             rule, ctypes.c_uint32(0)), f"landlock_add_rule {path}")
+        check_call(_libc.syscall(ctypes.c_long(SYS_ADD_RULE), ctypes.c_int(ruleset),
+                                 ctypes.c_int(1), rule, ctypes.c_uint32(0)),
+                   f"landlock_add_rule {path}")
     finally:
         os.close(target)
 
@@ -126,7 +128,7 @@ def _seccomp() -> None:
     filt = ctypes.create_string_buffer(b"".join(prog), 8 * len(prog))
     fprog = struct.pack("<HxxxxxxQ", len(prog), ctypes.addressof(filt))
     check_call(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.c_char_p(fprog), 0, 0),
-           "seccomp")
+               "seccomp")
 
 
 def _python_paths() -> list[str]:

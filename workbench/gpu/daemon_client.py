@@ -166,25 +166,29 @@ def submit(request: EvalRequest, gpus: list[int] | None, cache_dir: Path,
     return connect(gpus, cache_dir, "eval", idle_s, request=encode(request))
 
 
+def _ask(addr: Address, op: str) -> dict:
+    """One request and its answer ({} when the daemon said nothing more); raises OSError or
+    DaemonUnavailable when no daemon answers there."""
+    channel, _ = _open(addr, op)
+    try:
+        return channel.receive() or {}
+    except (OSError, ValueError):
+        return {}
+    finally:
+        channel.close()
+
+
 def running() -> list[tuple[Address, dict | None]]:
     """Each daemon of this user: its status, or None for a socket no daemon answers (removed)."""
     found = []
     for addr in all_addresses():
         try:
-            channel, _ = _open(addr, "status")
+            found.append((addr, _ask(addr, "status").get("status")))
         except (OSError, DaemonUnavailable):
             if not _held(addr):
                 for path in (addr.socket, addr.token):
                     path.unlink(missing_ok=True)
             found.append((addr, None))
-            continue
-        try:
-            reply = channel.receive() or {}
-        except (OSError, ValueError):
-            reply = {}
-        finally:
-            channel.close()
-        found.append((addr, reply.get("status")))
     return found
 
 
@@ -192,15 +196,9 @@ def stop(addr: Address, wait_s: float = 30.0) -> bool:
     """Ask one daemon to stop and wait until it has (its workers killed); True when it was
     running."""
     try:
-        channel, _ = _open(addr, "stop")
+        _ask(addr, "stop")
     except (OSError, DaemonUnavailable):
         return False
-    try:
-        channel.receive()
-    except (OSError, ValueError):
-        pass
-    finally:
-        channel.close()
     end = time.monotonic() + wait_s
     while _held(addr) and time.monotonic() < end:
         time.sleep(0.1)

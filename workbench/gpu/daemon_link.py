@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import socket
+import struct
 import sys
 import threading
 from dataclasses import dataclass
@@ -132,8 +133,6 @@ def make_directory() -> Path:
 
 def peer_is_us(conn: socket.socket) -> bool:
     """The connecting process runs as this user (SO_PEERCRED: pid, uid, gid)."""
-    import struct
-
     creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
     _, uid, _ = struct.unpack("3i", creds)
     return uid == os.getuid()

@@ -67,7 +67,7 @@ def _become_namespace_init() -> None:
     """In the first child of the new PID namespace: its own /proc (CUDA fails to initialise
     without one), then every capability dropped (the user namespace gave it all of them)."""
     check_call(_libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None),
-           "mount /proc")
+               "mount /proc")
     last_cap = int(open("/proc/sys/kernel/cap_last_cap").read())
     for cap in range(last_cap + 1):
         _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
