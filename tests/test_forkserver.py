@@ -69,6 +69,25 @@ def test_each_worker_is_alone_in_its_namespace(pool):
     assert line.startswith("KWB pids [1, 2] caps ['0000000000000000']"), line
 
 
+def test_paths_computed_in_the_fork_server_name_the_workers_own_directory(pool):
+    """torch computes some paths from the fork server's HOME and TMPDIR while it imports (its
+    precompiled-header folder, for one: a forked worker's reference compile failed there with
+    PermissionError). Through them a worker writes into its own directory, never the server's."""
+    home = str(pool.forks.job_dir)
+    v = pool.submit(request(probe(f"""
+        os.makedirs({home!r} + "/tmp/kwb-inherited", exist_ok=True)
+        open({home!r} + "/tmp/kwb-inherited/probe", "w").write("x")
+        print("KWB own", os.path.exists(os.environ["TMPDIR"] + "/kwb-inherited/probe"))
+        import torch._inductor.codecache as codecache
+        header = getattr(codecache, "_HEADER_DIR", os.environ["TMPDIR"])
+        os.makedirs(header, exist_ok=True)
+        print("KWB torch", header.startswith({home!r}))
+    """))).result()
+    assert "KWB own True" in v["build_log"], (v.get("error"), v["build_log"][-1500:])
+    assert "KWB torch" in v["build_log"], (v.get("error"), v["build_log"][-1500:])
+    assert not (pool.forks.job_dir / "tmp" / "kwb-inherited").exists()
+
+
 def test_a_setsid_orphan_dies_with_its_worker(pool):
     marker = "kwb_orphan_" + secrets.token_hex(6)
     v = pool.submit(request(probe(f"""

@@ -9,7 +9,8 @@ at start). Each worker forked from it gets a sandbox of its own before any other
     it dies with the fork server (PR_SET_PDEATHSIG);
   - no capabilities left, then the worker's usual inner layers (workbench.gpu.confine: no new
     privileges, Landlock for its own job directory, seccomp) from the job's environment;
-  - the job's allowlisted environment and directory, replacing the fork server's.
+  - the job's allowlisted environment and directory, replacing the fork server's; its own
+    directory also mounted over the fork server's, so paths torch computed at import name it.
 Siblings cannot see or signal each other: each is alone in its PID namespace.
 
 Run by workbench.gpu.forkserver as `python -m workbench.gpu.zygote SOCKET_FD`, inside the same
@@ -39,11 +40,12 @@ PRELOAD = ("torch", "torch._dynamo", "torch._inductor.compile_fx", "workbench.gp
            "workbench.gpu.buildhook", "workbench.gpu.candidate_file",
            "workbench.gpu.runtime_guards")
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x20000, 0x10000000, 0x20000000, 0x40000000
-MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 0x4000, 0x40000
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 8, 0x1000, 0x4000, 0x40000
 PR_SET_PDEATHSIG, PR_CAPBSET_DROP = 1, 24
 RESULT_FD = 3   # the worker's result pipe, after its stdin, stdout and stderr
 
 _libc = ctypes.CDLL(None, use_errno=True)
+_OWN_DIR: str | None = None   # the fork server's job directory (its working directory at start)
 
 
 def _death_signal() -> None:
@@ -63,11 +65,19 @@ def _nest() -> None:
     check_call(_libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
 
 
-def _become_namespace_init() -> None:
+def _become_namespace_init(job_dir: str | None = None) -> None:
     """In the first child of the new PID namespace: its own /proc (CUDA fails to initialise
-    without one), then every capability dropped (the user namespace gave it all of them)."""
+    without one); the worker's job directory mounted over the fork server's (below); then
+    every capability dropped (the user namespace gave it all of them)."""
     check_call(_libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None),
                "mount /proc")
+    # What torch and its libraries computed from the fork server's environment while they
+    # imported (paths under its HOME and TMPDIR: torch's precompiled-header folder, for one)
+    # would name a directory the worker may not write; a dynamo compile then fails with
+    # PermissionError. Seen through this mount they name the worker's own directory.
+    if job_dir is not None and _OWN_DIR is not None and job_dir != _OWN_DIR:
+        check_call(_libc.mount(job_dir.encode(), _OWN_DIR.encode(), None, MS_BIND | MS_REC, None),
+                   "bind the job directory")
     last_cap = int(open("/proc/sys/kernel/cap_last_cap").read())
     for cap in range(last_cap + 1):
         _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
@@ -80,7 +90,7 @@ def _worker(request: dict) -> None:
     """Namespace init, then the worker: never returns into the fork server's loop."""
     code = 1
     try:
-        _become_namespace_init()
+        _become_namespace_init(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
         os.chdir(request["cwd"])
@@ -151,8 +161,8 @@ def _probe(after_torch: bool = True) -> str | None:
                     os._exit(5)
             _nest()
             inner = os.fork()
-            if inner == 0:
-                _become_namespace_init()
+            if inner == 0:   # with a bind as each worker's (of a folder of its own: no effect)
+                _become_namespace_init(os.path.join(_OWN_DIR, "build") if _OWN_DIR else None)
                 os._exit(0)
             _, status = os.waitpid(inner, 0)
             os._exit(0 if status == 0 else 3)
@@ -239,7 +249,9 @@ class Server:
 
 
 def main() -> None:
+    global _OWN_DIR
     sock = socket.socket(fileno=int(sys.argv[1]))
+    _OWN_DIR = os.getcwd()
     # torch asks the driver how many GPUs there are while it imports (measured on the H200
     # box: a forked child then refused CUDA, "Cannot re-initialize CUDA in forked subprocess");
     # NVML answers without initialising CUDA. Each worker gets its own environment back.
