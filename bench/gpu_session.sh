@@ -60,11 +60,11 @@ for part in "$@"; do
       echo "sweep rc=$?"; head -3 "$OUT/sweep.md"; grep "^| level" "$OUT/sweep.md" ;;
     verifier)
       timeout $(limit 540) python3 bench/verifier_bench.py "$OUT/verifier_bench.md" > "$OUT/verifier_bench.out" 2>&1
-      echo "verifier rc=$?"; grep -E "^(\||\[)|no spare|spares died" "$OUT/verifier_bench.out" | head -20 ;;
+      echo "verifier rc=$?"; grep -E "^(\||\[)|no spare|spares died|torch.compile baseline" "$OUT/verifier_bench.out" | head -20 ;;
     verifier-wide)   # the same with more candidates in flight than the default (cores - 2)
       timeout $(limit 540) python3 bench/verifier_bench.py "$OUT/verifier_bench_wide.md" \
         --verify-workers $(( $(nproc) - 2 )) > "$OUT/verifier_bench_wide.out" 2>&1
-      echo "verifier-wide rc=$?"; grep -E "^(\||\[)|no spare|spares died" "$OUT/verifier_bench_wide.out" | head -20 ;;
+      echo "verifier-wide rc=$?"; grep -E "^(\||\[)|no spare|spares died|torch.compile baseline" "$OUT/verifier_bench_wide.out" | head -20 ;;
     standalone)   # standalone eval only, with and without the verifier daemon (~3 min)
       timeout $(limit 300) python3 bench/standalone_eval.py "$OUT/standalone_eval.md" \
         > "$OUT/standalone_eval.out" 2>&1

@@ -52,6 +52,8 @@ def run_eval(env: dict, work: Path, problem: str, candidate: Path, *extra: str,
     segments = {name: t1 - t0_ for (t0_, name), (t1, _) in zip(marks, marks[1:])}
     status = next((ln.split(":", 1)[1].strip() for ln in out.splitlines()
                    if ln.startswith("status:")), f"exit {proc.returncode}")
+    if "torch.compile of the reference failed" in out:   # a verdict short of a baseline
+        status += ", no torch.compile baseline"
     return wall, segments, status
 
 

@@ -155,6 +155,18 @@ def not_correct(verdicts: list[tuple[str, dict]]) -> list[str]:
             "| candidate | status | why |", "|---|---|---|", *rows, ""]
 
 
+def without_compile(verdicts: list[tuple[str, dict]]) -> list[str]:
+    """Timed verdicts with no torch.compile baseline (its compile failed in the worker): a
+    `correct` that compares with eager only once hid a fork-server bug for a whole GPU run."""
+    timed = [(label, v) for label, v in verdicts if v.get("time_ms") is not None]
+    missing = [(label, v) for label, v in timed if v.get("speedup_compile") is None]
+    if not missing:
+        return [f"torch.compile baseline timed in all {len(timed)} timed verdicts.", ""]
+    label, v = missing[0]
+    return [f"**torch.compile baseline missing in {len(missing)} of {len(timed)} timed "
+            f"verdicts** (first, {label}: {str(v.get('compile_reference_error'))[:300]}).", ""]
+
+
 def pct(xs: list[float], q: float) -> float:
     xs = sorted(xs)
     return xs[min(len(xs) - 1, max(0, round(q * (len(xs) - 1))))]
@@ -204,7 +216,7 @@ def main(out_path: Path | None, width: int | None = None) -> None:
             f"{pool.verify_workers} candidates in flight; bench wall "
             f"{time.monotonic() - t_bench:.0f} s.", "",
             "| measure | target | result |", "|---|---|---|", *rows, "", *sections,
-            *not_correct(honest)])
+            *not_correct(honest), *without_compile(honest)])
 
     def save(state: str) -> None:
         """The report so far, rewritten after each stage: a run cut short keeps its tables."""

@@ -90,6 +90,17 @@ def test_compare_measures_fp32_vs_half_error():
     assert compare(ref.half().float(), ref, 1e-2, 1e-2).ok
 
 
+def test_a_verdict_without_torch_compile_says_why():
+    from workbench.gpu.verdict import describe
+
+    v = {"status": "correct", "verified": True, "time_ms": 0.5, "ci95_ms": [0.49, 0.51],
+         "ref_eager_ms": 1.0, "ref_compile_ms": None, "speedup_eager": 2.0,
+         "speedup_compile": None, "compile_reference_error": "PermissionError: [Errno 13] x"}
+    text = describe(v)
+    assert "torch.compile of the reference failed, so it was not timed: PermissionError" in text
+    assert "failed" not in describe({**v, "compile_reference_error": None})
+
+
 def test_first_errors_picks_compiler_lines():
     log = ("ninja: build stopped: subcommand failed.\n" + "noise\n" * 200 +
            "/root/.cache/kernel-workbench/ext/ab/abc/cuda.cu(4): error: identifier \"xx\" is undefined\n"

@@ -73,6 +73,9 @@ def describe(v: dict) -> str:
         lines.append(f"torch.compile:  {fmt_ms(v['ref_compile_ms'], v.get('ref_compile_ci95_ms'))}")
         lines.append(f"speedup vs eager:         {fmt_x(v['speedup_eager'], v.get('speedup_eager_ci95'))}")
         lines.append(f"speedup vs torch.compile: {fmt_x(v['speedup_compile'], v.get('speedup_compile_ci95'))}")
+        if v.get("compile_reference_error"):
+            lines.append(f"torch.compile of the reference failed, so it was not timed: "
+                         f"{v['compile_reference_error']}")
         if v.get("floor_ms"):
             lines.append(f"roofline floor: {v['floor_ms']:.4f} ms "
                          f"(the kernel runs at {100 * (v.get('roofline_fraction') or 0):.0f}% of roofline speed)")
