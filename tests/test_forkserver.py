@@ -88,6 +88,28 @@ def test_paths_computed_in_the_fork_server_name_the_workers_own_directory(pool):
     assert not (pool.forks.job_dir / "tmp" / "kwb-inherited").exists()
 
 
+@pytest.mark.parametrize("strict", [False, True])
+def test_a_worker_that_cannot_mount_carries_on_unless_probing(tmp_path, monkeypatch, strict):
+    """The fork server's folder gone (nothing to mount over): a worker starts anyway, where the
+    probe, which decides whether workers fork at all, refuses."""
+    from workbench.gpu import zygote
+
+    monkeypatch.setattr(zygote, "_OWN_DIR", str(tmp_path / "gone"))
+    pid = os.fork()
+    if pid == 0:
+        try:
+            zygote._nest()
+            inner = os.fork()
+            if inner == 0:
+                zygote._become_namespace_init(str(tmp_path), strict=strict)
+                os._exit(0)
+            os._exit(os.waitstatus_to_exitcode(os.waitpid(inner, 0)[1]))
+        except BaseException:  # noqa: BLE001
+            os._exit(7)
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    assert (code != 0) == strict, code
+
+
 def test_a_setsid_orphan_dies_with_its_worker(pool):
     marker = "kwb_orphan_" + secrets.token_hex(6)
     v = pool.submit(request(probe(f"""

@@ -65,7 +65,7 @@ def _nest() -> None:
     check_call(_libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
 
 
-def _become_namespace_init(job_dir: str | None = None) -> None:
+def _become_namespace_init(job_dir: str | None = None, strict: bool = False) -> None:
     """In the first child of the new PID namespace: its own /proc (CUDA fails to initialise
     without one); the worker's job directory mounted over the fork server's (below); then
     every capability dropped (the user namespace gave it all of them)."""
@@ -75,9 +75,16 @@ def _become_namespace_init(job_dir: str | None = None) -> None:
     # imported (paths under its HOME and TMPDIR: torch's precompiled-header folder, for one)
     # would name a directory the worker may not write; a dynamo compile then fails with
     # PermissionError. Seen through this mount they name the worker's own directory.
+    # The probe (strict) makes sure it works here; a worker that cannot mount carries on and
+    # says so in its log (its verdict, without the torch.compile baseline, says why too).
     if job_dir is not None and _OWN_DIR is not None and job_dir != _OWN_DIR:
-        check_call(_libc.mount(job_dir.encode(), _OWN_DIR.encode(), None, MS_BIND | MS_REC, None),
-                   "bind the job directory")
+        try:
+            check_call(_libc.mount(job_dir.encode(), _OWN_DIR.encode(), None, MS_BIND | MS_REC,
+                                   None), "bind the job directory")
+        except OSError as e:
+            if strict:
+                raise
+            print(f"fork server: {e}; paths torch computed there name its directory", flush=True)
     last_cap = int(open("/proc/sys/kernel/cap_last_cap").read())
     for cap in range(last_cap + 1):
         _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
@@ -162,7 +169,8 @@ def _probe(after_torch: bool = True) -> str | None:
             _nest()
             inner = os.fork()
             if inner == 0:   # with a bind as each worker's (of a folder of its own: no effect)
-                _become_namespace_init(os.path.join(_OWN_DIR, "build") if _OWN_DIR else None)
+                _become_namespace_init(os.path.join(_OWN_DIR, "build") if _OWN_DIR else None,
+                                       strict=True)
                 os._exit(0)
             _, status = os.waitpid(inner, 0)
             os._exit(0 if status == 0 else 3)
