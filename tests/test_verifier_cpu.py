@@ -101,6 +101,20 @@ def test_a_verdict_without_torch_compile_says_why():
     assert "failed" not in describe({**v, "compile_reference_error": None})
 
 
+def test_a_compile_failure_says_where_in_torch():
+    from workbench.gpu.evaluate import compile_failure
+
+    try:
+        try:
+            torch.nn.functional.interpolate(torch.ones(1), size=2)
+        except Exception as inner:  # noqa: BLE001 - wrapped as inductor wraps its errors
+            raise RuntimeError("wrapped: the first line\n\nSet TORCHDYNAMO_VERBOSE=1") from inner
+    except RuntimeError as e:
+        text = compile_failure(e)
+    assert text.startswith("RuntimeError: wrapped: the first line (at torch/nn/functional.py:")
+    assert "VERBOSE" not in text and len(text) <= 300
+
+
 def test_first_errors_picks_compiler_lines():
     log = ("ninja: build stopped: subcommand failed.\n" + "noise\n" * 200 +
            "/root/.cache/kernel-workbench/ext/ab/abc/cuda.cu(4): error: identifier \"xx\" is undefined\n"

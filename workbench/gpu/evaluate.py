@@ -7,6 +7,7 @@ import json
 import os
 import threading
 import time
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,9 +90,26 @@ def prepare_reference(job: dict) -> Reference:
                 compiled(*inp.generate(problem, seeds[-1], "default"))
             torch.cuda.synchronize()
         except Exception as e:  # noqa: BLE001 - the candidate is still judged against eager
-            compiled, error = None, f"{type(e).__name__}: {e}"[:300]
+            compiled, error = None, compile_failure(e)
     compile_s = time.perf_counter() - t
     return Reference(problem, ref, compiled, error, compile_s, _eager_ms(problem, ref, seeds[-1]))
+
+
+def compile_failure(e: BaseException) -> str:
+    """Why torch.compile failed, in one line, with where in torch or Triton the innermost
+    error arose: a sandbox refusal and a torch bug read alike otherwise."""
+    inner = e
+    while inner.__cause__ is not None:
+        inner = inner.__cause__
+    frames = traceback.extract_tb(inner.__traceback__)
+    ours = [f for f in frames if "/torch/" in f.filename or "/triton/" in f.filename] or frames
+    where = ""
+    if ours:
+        f = ours[-1]
+        path = f.filename.split("site-packages/")[-1]
+        where = f" (at {path}:{f.lineno} in {f.name})"
+    text = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    return f"{type(e).__name__}: {text}"[:300 - len(where)] + where
 
 
 def _eager_ms(problem, ref, seed: int) -> float:
