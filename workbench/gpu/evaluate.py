@@ -78,6 +78,16 @@ def prepare_reference(job: dict) -> Reference:
     compile is seconds of CPU work (one reference call on the GPU), and doing it while another
     candidate is timed keeps the GPU busy with measurements."""
     baseline.apply(job["settings"].get("baseline", "default"))  # inductor reads these when it compiles
+    # A worker may start from a copy of another worker's compile cache
+    # (workbench.gpu.reference_cache). The Triton autotuners inductor restores from it keep
+    # the best-config path of the worker that compiled them and write there after autotuning
+    # (torch 2.11's source): into a job directory this worker may not write, gone by then as a
+    # rule. That explains the verdicts without a torch.compile baseline seen on the H200
+    # (PermissionError on another job's directory). Without the local best-config cache each
+    # worker autotunes once, as a user's first run does; kernels and timing are unchanged.
+    from torch._inductor import config as inductor_config   # what torch.compile imports
+
+    inductor_config.autotune_local_cache = False
     problem = _exec_problem(job["problem_source"])
     seeds = job["seeds"]
     ref = _build(problem.Model, problem.get_init_inputs, seeds[0])
