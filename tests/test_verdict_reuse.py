@@ -90,6 +90,11 @@ def test_only_sealed_lasting_verdicts_are_reused(env, monkeypatch):
     assert reused_verdict(store, request) is None
     monkeypatch.setattr(verifier, "_gpu_models", lambda: frozenset({"NVIDIA H200"}))
     assert reused_verdict(store, request)["reused_from"] == timed
+    # Timed against eager only, the reference's torch.compile having failed in the worker: the
+    # next eval times it again.
+    store.add_evaluation(kernel, {"status": "correct", "reuse_key": key, "gpu": "NVIDIA H200",
+                                  "time_ms": 0.1, "compile_reference_error": "PermissionError"})
+    assert reused_verdict(store, request) is None
     # Comments and layout aside the same; a changed tolerance is not.
     assert request_for(problem, RESTYLED, EvalSettings(no_gpu=True)).reuse_key() == key
     assert request_for(problem, CANDIDATE, EvalSettings(no_gpu=True, atol=1e-2)).reuse_key() != key

@@ -36,12 +36,15 @@ def reused_verdict(store: Store, request: EvalRequest) -> dict | None:
     """The verdict already stored for the same source (comments and layout aside), problem and
     settings, with `reused_from` naming its evaluation; None when there is none to reuse.
     Verdicts that depend on the moment (timeout, crashed) are never reused; GPU verdicts only
-    from a GPU of the kind this machine has."""
+    from a GPU of the kind this machine has; nor one timed without its torch.compile baseline
+    because the reference's compile failed in the worker (the candidate is not why)."""
     row = store.reusable_evaluation(request.reuse_key(), REUSABLE)
     if row is None:
         return None
     verdict = json.loads(row["verdict"]) if isinstance(row["verdict"], str) else row["verdict"]
     if verdict.get("gpu") and verdict["gpu"] not in _gpu_models():
+        return None
+    if verdict.get("time_ms") is not None and verdict.get("compile_reference_error"):
         return None
     return {**verdict, "reused_from": row["id"]}
 
