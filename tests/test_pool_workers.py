@@ -134,6 +134,22 @@ def test_reference_cache_comes_only_from_workers_no_candidate_touched(pool, monk
     assert planted[:2] == [False, False] and planted[-1] is True, planted
 
 
+def test_caches_kept_by_older_code_are_not_planted(tmp_path):
+    """Kept before workers compiled without inductor's local autotune cache, a cache holds
+    autotuners that write to their own worker's directory: a new key leaves it unused."""
+    import hashlib
+    import json
+
+    job = {"problem_source": PROBLEM, "dtype": "float32", "settings": {"trials": 5}}
+    before = hashlib.sha256(json.dumps(job, sort_keys=True).encode()).hexdigest()  # format 1
+    (tmp_path / "job" / "tmp" / "inductor").mkdir(parents=True)
+    (tmp_path / "job" / "tmp" / "inductor" / "entry").write_text("x")
+    assert reference_cache.keep(tmp_path, before, tmp_path / "job")
+    assert reference_cache.kept(tmp_path, before)
+    assert not reference_cache.kept(tmp_path, reference_cache.key(job))
+    assert not reference_cache.plant(tmp_path, reference_cache.key(job), tmp_path / "new")
+
+
 def test_a_pool_without_spares_keeps_the_reference_cache_of_its_first_worker(
         tmp_path, simulated, monkeypatch):
     # A one-off `eval` has no spare: its first worker gets the candidate only once ready, so

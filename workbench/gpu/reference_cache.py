@@ -18,6 +18,9 @@ from pathlib import Path
 from workbench.gpu import sandbox
 
 SUBDIRS = ("inductor", "triton")   # under a job's tmp/ (workbench.gpu.sandbox._env)
+# 2: compiled without inductor's local autotune cache (workbench.gpu.evaluate); caches kept
+# before hold autotuners that write to their worker's directory, and would never be replaced.
+FORMAT = 2
 MAX_BYTES = 64 << 20   # larger is not worth copying at every launch (the launcher thread copies)
 
 
@@ -25,6 +28,7 @@ def key(job: dict) -> str:
     """What the reference compile depends on: the problem and the settings (not the GPU index:
     inductor keys its own entries by device and toolchain)."""
     what = {k: job.get(k) for k in ("problem_source", "dtype", "settings")}
+    what["format"] = FORMAT
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()
 
 
