@@ -93,6 +93,7 @@ def kernel_report(store: Store, kernel_id: int) -> dict:
             "speedup_eager_ci95": verdict.get("speedup_eager_ci95"),
             "speedup_compile": verdict.get("speedup_compile"),
             "speedup_compile_ci95": verdict.get("speedup_compile_ci95"),
+            "compile_reference_error": verdict.get("compile_reference_error"),
             "floor_ms": floor_ms, "roofline_fraction": fraction,
             "roofline_percent": None if fraction is None else 100 * fraction,
             "hard_floor_ms": verdict.get("hard_floor_ms"), "floor_basis": verdict.get("floor_basis"),
@@ -144,7 +145,9 @@ def render_markdown(report: dict) -> str:
                 f"max rel err {_g(ev['max_rel_err'])}",
                 f"- candidate: {fmt_ms(ev['time_ms'], ev['ci95_ms'])}",
                 f"- eager: {fmt_ms(ev['ref_eager_ms'], ev['ref_eager_ci95_ms'])}",
-                f"- torch.compile: {fmt_ms(ev['ref_compile_ms'], ev['ref_compile_ci95_ms'])}",
+                f"- torch.compile: {fmt_ms(ev['ref_compile_ms'], ev['ref_compile_ci95_ms'])}" +
+                (f" (not timed: the reference's compile failed: {ev['compile_reference_error']})"
+                 if ev["compile_reference_error"] else ""),
                 f"- speedup vs eager: {fmt_x(ev['speedup_eager'], ev['speedup_eager_ci95'])}",
                 f"- speedup vs torch.compile: "
                 f"{fmt_x(ev['speedup_compile'], ev['speedup_compile_ci95'])}",
