@@ -97,6 +97,7 @@ def test_only_sealed_lasting_verdicts_are_reused(env, monkeypatch):
     assert reused_verdict(store, request) is None
     assert "(not timed: the reference's compile failed: PermissionError)" in \
         render_markdown(kernel_report(store, kernel))
+    assert "no-compile-baseline" in bench_flags(tui_queries.kernel(store, kernel))
     # Comments and layout aside the same; a changed tolerance is not.
     assert request_for(problem, RESTYLED, EvalSettings(no_gpu=True)).reuse_key() == key
     assert request_for(problem, CANDIDATE, EvalSettings(no_gpu=True, atol=1e-2)).reuse_key() != key

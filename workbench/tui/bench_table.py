@@ -30,6 +30,8 @@ def flags_text(row: dict) -> str:
         kinds.insert(0, "pruned")
     if row.get("cleared"):
         kinds.append("cleared")
+    if row.get("time_ms") is not None and row.get("speedup_compile") is None:
+        kinds.append("no-compile-baseline")   # timed against eager only (the report says why)
     if row.get("reused_from"):   # same source verified before: a copy, not a new measurement
         kinds.append(f"reused(e{row['reused_from']})")
     return ",".join(kinds)
