@@ -47,11 +47,16 @@ class SealError(Exception):
     """The key cannot be read or made; str() is one line."""
 
 
+def data_dir() -> Path:
+    """The user's data directory for the workbench ($XDG_DATA_HOME/kernel-workbench)."""
+    base = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return Path(base) / "kernel-workbench"
+
+
 def key_path() -> Path:
     if os.environ.get(KEY_ENV):
         return Path(os.environ[KEY_ENV])
-    base = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
-    return Path(base) / "kernel-workbench" / "verdict.key"
+    return data_dir() / "verdict.key"
 
 
 def _key() -> bytes:

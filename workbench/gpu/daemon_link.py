@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import workbench
-from workbench import cuda_env
+from workbench import cuda_env, verdict_seal
 from workbench.gpu import sandbox
+from workbench.llm.prices import config_dir
 
 DISABLE_ENV = "KERNEL_WORKBENCH_DAEMON"       # "0": `eval` verifies in its own process
 IDLE_ENV = "KERNEL_WORKBENCH_DAEMON_IDLE"     # seconds without work before the daemon exits
@@ -52,8 +53,7 @@ def directory() -> Path:
     verdict key, in the data directory."""
     if os.environ.get(DIR_ENV):
         return Path(os.environ[DIR_ENV])
-    base = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
-    return Path(base) / "kernel-workbench" / "daemon"
+    return verdict_seal.data_dir() / "daemon"
 
 
 def code_version() -> str:
@@ -74,9 +74,8 @@ def _worker_environment() -> dict[str, str]:
 
 
 def _config_text() -> str:
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
     try:
-        return (Path(base) / "kernel-workbench" / "config.toml").read_text()
+        return (config_dir() / "config.toml").read_text()
     except (OSError, UnicodeDecodeError):
         return ""
 

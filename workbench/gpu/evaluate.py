@@ -82,7 +82,7 @@ def prepare_reference(job: dict) -> Reference:
     # (workbench.gpu.reference_cache). The Triton autotuners inductor restores from it keep
     # the best-config path of the worker that compiled them and write there after autotuning
     # (torch 2.11's source): into a job directory this worker may not write, gone by then as a
-    # rule. That explains the verdicts without a torch.compile baseline seen on the H200
+    # rule. The likely cause of the verdicts without a torch.compile baseline seen on the H200
     # (PermissionError on another job's directory). Without the local best-config cache each
     # worker autotunes once, as a user's first run does; kernels and timing are unchanged.
     from torch._inductor import config as inductor_config   # what torch.compile imports

@@ -20,8 +20,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList
 from textual.widgets.option_list import Option
 
-from workbench import pyast
-from workbench import cuda_env
+from workbench import cuda_env, pyast
 from workbench.llm import PROVIDERS
 from workbench.problems import library_paths
 from workbench.search import SearchSettings
