@@ -27,6 +27,8 @@ import os
 import threading
 from pathlib import Path
 
+from workbench.user_dirs import data_dir
+
 KEY_ENV = "KERNEL_WORKBENCH_VERDICT_KEY"   # a path; overrides the default (tests, shared installs)
 VERSION = "v3"
 SEALED_V1 = ("kernel_id", "build_id", "status", "gpu", "trials", "atol", "rtol", "max_abs_err",
@@ -45,12 +47,6 @@ _guard = threading.Lock()
 
 class SealError(Exception):
     """The key cannot be read or made; str() is one line."""
-
-
-def data_dir() -> Path:
-    """The user's data directory for the workbench ($XDG_DATA_HOME/kernel-workbench)."""
-    base = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
-    return Path(base) / "kernel-workbench"
 
 
 def key_path() -> Path:

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import workbench
-from workbench import cuda_env, verdict_seal
+from workbench import cuda_env
 from workbench.gpu import sandbox
-from workbench.llm.prices import config_dir
+from workbench.user_dirs import config_file, data_dir
 
 DISABLE_ENV = "KERNEL_WORKBENCH_DAEMON"       # "0": `eval` verifies in its own process
 IDLE_ENV = "KERNEL_WORKBENCH_DAEMON_IDLE"     # seconds without work before the daemon exits
@@ -53,7 +53,7 @@ def directory() -> Path:
     verdict key, in the data directory."""
     if os.environ.get(DIR_ENV):
         return Path(os.environ[DIR_ENV])
-    return verdict_seal.data_dir() / "daemon"
+    return data_dir() / "daemon"
 
 
 def code_version() -> str:
@@ -75,7 +75,7 @@ def _worker_environment() -> dict[str, str]:
 
 def _config_text() -> str:
     try:
-        return (config_dir() / "config.toml").read_text()
+        return config_file().read_text()
     except (OSError, UnicodeDecodeError):
         return ""
 

@@ -40,6 +40,7 @@ from pathlib import Path
 import workbench
 from workbench import cuda_env
 from workbench.gpu import confine
+from workbench.user_dirs import config_file
 
 REQUIRE_ENV = "KERNEL_WORKBENCH_REQUIRE_SANDBOX"
 READ_ENV = "KERNEL_WORKBENCH_SANDBOX_READ"
@@ -113,9 +114,8 @@ def layers() -> list[tuple[str, bool, str]]:
 
 
 def _config() -> dict:
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
     try:
-        data = tomllib.loads((Path(base) / "kernel-workbench" / "config.toml").read_text())
+        data = tomllib.loads(config_file().read_text())
     except (OSError, tomllib.TOMLDecodeError):
         return {}
     return data.get("sandbox") or {}

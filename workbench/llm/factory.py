@@ -7,7 +7,7 @@ from typing import Any
 
 from workbench.llm.base import Provider
 from workbench.llm.errors import ProviderError
-from workbench.llm.prices import config_dir
+from workbench.user_dirs import config_file
 
 PROVIDERS = ("openai", "gemini", "openai-compatible")
 COMPATIBLE_KEY_ENV = "OPENAI_COMPATIBLE_API_KEY"
@@ -23,7 +23,7 @@ def load_config() -> dict[str, Any]:
     Keys: provider, model, base_url, reasoning_effort, thinking_budget, timeout_s, retries,
     concurrency, prices (a price file). Flags override each of them.
     """
-    path = config_dir() / "config.toml"
+    path = config_file()
     if not path.is_file():
         return {}
     try:

@@ -11,10 +11,11 @@ The built-in figures are list prices at the time of writing; check them against 
 """
 from __future__ import annotations
 
-import os
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+
+from workbench.user_dirs import config_dir
 
 BUILTIN: dict[str, tuple[float, float]] = {
     "o3": (2.0, 8.0),
@@ -28,11 +29,6 @@ BUILTIN: dict[str, tuple[float, float]] = {
     "gemini-2.5-pro": (1.25, 10.0),
     "gemini-2.5-flash": (0.30, 2.50),
 }
-
-
-def config_dir() -> Path:
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base) / "kernel-workbench"
 
 
 class PriceError(Exception):

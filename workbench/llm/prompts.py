@@ -9,7 +9,7 @@ import importlib.resources
 from pathlib import Path
 from string import Template
 
-from workbench.llm.prices import config_dir
+from workbench.user_dirs import config_dir
 
 NAMES = ("system", "ideate", "implement", "repair", "refine", "conventions", "combine", "judge")
 

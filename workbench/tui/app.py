@@ -17,7 +17,8 @@ from workbench.llm.errors import ProviderError
 from workbench.store import Store
 from workbench.tui import queries
 from workbench.tui.commands import WorkbenchCommands
-from workbench.tui.config import Config, config_dir, load_config
+from workbench.tui.config import Config, load_config
+from workbench.user_dirs import config_file
 from workbench.tui.engine_bridge import EngineBridge, EngineEvent, WorkFinished, one_line
 from workbench.tui.main_screen import MainScreen
 from workbench.tui.modals import ConfirmScreen, HelpScreen
@@ -197,7 +198,7 @@ class WorkbenchApp(App):
         rows = [(self.key_for(binding), binding.description, binding.id)
                 for bindings in (KernelTree.BINDINGS, self.main_screen.BINDINGS, self.BINDINGS)
                 for binding in bindings]
-        self.push_screen(HelpScreen(rows, str(config_dir() / "config.toml")))
+        self.push_screen(HelpScreen(rows, str(config_file())))
 
     def action_next_theme(self) -> None:
         names = self._our_themes() or [self.theme]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from textual.theme import Theme
 
-from workbench.llm.prices import config_dir
+from workbench.user_dirs import config_dir, config_file
 
 DEFAULT_THEME = "workbench-dark"
 _THEME_FIELDS = {"primary", "secondary", "warning", "error", "success", "accent", "foreground",
@@ -62,7 +62,7 @@ def load_config() -> Config:
             config.themes.append(theme_from_toml(path))
         except ValueError as e:
             config.problems.append(str(e))
-    path = config_dir() / "config.toml"
+    path = config_file()
     if not path.is_file():
         return config
     try:
